@@ -1,0 +1,323 @@
+#!/usr/bin/env bash
+# The board in a box: boots a throwaway Debian bookworm with systemd and mosquitto
+# under systemd-nspawn, installs tidewatch with deploy/install.sh exactly as on the
+# board, and proves the things that only show up under a real init: Type=notify
+# readiness, an alarm in and a diagnosis out over MQTT, structured journald fields,
+# and a watchdog kill + restart of a hung daemon. Needs root.
+#
+#   .ci/box-test.sh BINARY MODEL
+#
+#   BINARY  tidewatch built for this machine (x86_64 here), e.g. target/release/tidewatch
+#   MODEL   small GGUF, e.g. "$(deploy/fetch-models.sh)"
+#
+# Environment:
+#   BOX_CACHE=/var/cache/tidewatch-box  where the pristine rootfs is kept between runs
+#   BOX_KEEP=1                          leave the working copy for inspection
+#   BOX_TIMEOUT=300                     seconds to wait for one diagnosis
+#   BOX_DEB=FILE                        also test this .deb (apt install, alarm, purge) after the rest
+#   BOX_STANDIN=1                       BINARY is .ci/box-standin.sh (debugging the box)
+set -Eeuo pipefail
+
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+if [ $# -ne 2 ] || [ "$1" = -h ] || [ "$1" = --help ]; then
+    usage
+    [ $# -eq 2 ] && exit 0
+    exit 2
+fi
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+binary=$(realpath "$1")
+model=$(realpath "$2")
+cache=${BOX_CACHE:-/var/cache/tidewatch-box}
+timeout=${BOX_TIMEOUT:-300}
+standin=${BOX_STANDIN:-0}
+notify_access=main
+# The shell stand-in's sd_notify messages come from child processes.
+[ "$standin" = 1 ] && notify_access=all
+suite=bookworm
+# libgomp1: the daemon links llama.cpp with OpenMP; a minbase system lacks it
+# (the .deb depends on it, install.sh users get it from the image).
+# adduser: the .deb's postinst uses it; every non-minbase Debian has it.
+packages=systemd,systemd-sysv,dbus,mosquitto,mosquitto-clients,libgomp1,adduser
+
+stage=setup
+t_stage=0
+t_all=$(date +%s.%N)
+nspawn_pid=''
+box_pid=''
+work=''
+
+say() { echo "[box] $*"; }
+elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+begin() {
+    stage=$1
+    t_stage=$(date +%s.%N)
+    say "== $stage"
+}
+end() { say "   $stage ok ($(elapsed "$t_stage")s)"; }
+
+# box CMD...: run CMD inside the container, with a clean environment so nothing from
+# the host (PATH into ~/.cargo, RUST_LOG, ...) changes what the box sees.
+box() {
+    nsenter -t "$box_pid" -a -- env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"
+}
+
+fail() {
+    echo "[box] FAILED in stage '$stage': $*" >&2
+    if [ -n "$box_pid" ] && kill -0 "$box_pid" 2>/dev/null; then
+        echo "---- systemctl status tidewatch (in box)" >&2
+        box systemctl status tidewatch --no-pager -l >&2 || true
+        echo "---- journalctl -u tidewatch (in box, last 60)" >&2
+        box journalctl -u tidewatch -n 60 --no-pager >&2 || true
+    fi
+    exit 1
+}
+trap 'fail "command failed at line $LINENO"' ERR
+
+teardown() {
+    local rc=$?
+    trap - ERR
+    if [ -n "$nspawn_pid" ] && kill -0 "$nspawn_pid" 2>/dev/null; then
+        # The first SIGTERM asks the container's systemd to power off cleanly.
+        kill -TERM "$nspawn_pid" 2>/dev/null || true
+        for _ in $(seq 100); do
+            kill -0 "$nspawn_pid" 2>/dev/null || break
+            sleep 0.2
+        done
+        kill -KILL "$nspawn_pid" 2>/dev/null || true
+        wait "$nspawn_pid" 2>/dev/null || true
+    fi
+    if [ -n "$work" ] && [ -d "$work" ]; then
+        if [ "${BOX_KEEP:-0}" = 1 ]; then
+            say "kept $work (BOX_KEEP=1)"
+        else
+            rm -rf "$work"
+        fi
+    fi
+    if [ "$rc" -eq 0 ]; then
+        say "PASSED in $(elapsed "$t_all")s"
+    fi
+    exit "$rc"
+}
+trap teardown EXIT
+
+# wait_for SECONDS DESCRIPTION CMD...: poll CMD until it succeeds.
+wait_for() {
+    local secs=$1 what=$2
+    shift 2
+    local deadline=$(($(date +%s) + secs))
+    until "$@"; do
+        [ "$(date +%s)" -lt "$deadline" ] || fail "timed out after ${secs}s waiting for $what"
+        sleep 0.5
+    done
+}
+
+# ------------------------------------------------------------------ host tools
+begin host-tools
+[ "$(id -u)" -eq 0 ] || fail "must run as root (debootstrap and systemd-nspawn need it)"
+[ -x "$binary" ] || fail "BINARY '$1' is not an executable file"
+[ -f "$model" ] || fail "MODEL '$2' does not exist"
+[ -d "$repo/knowledge" ] || fail "$repo/knowledge is missing: install.sh builds the index from it"
+missing=()
+for tool in debootstrap:debootstrap systemd-nspawn:systemd-container nsenter:util-linux jq:jq pgrep:procps; do
+    command -v "${tool%%:*}" >/dev/null || missing+=("${tool##*:}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    say "installing ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null ||
+        fail "apt-get install ${missing[*]} failed"
+fi
+end
+
+# ------------------------------------------------------------------ rootfs
+# debootstrap takes ~30-60 s and needs the network, so the pristine tree is cached;
+# a stamp written last marks it complete, and a changed package list rebuilds it.
+begin rootfs
+rootfs=$cache/rootfs
+stamp="$suite $packages"
+if [ -f "$rootfs/.tidewatch-box-stamp" ] && [ "$(cat "$rootfs/.tidewatch-box-stamp")" = "$stamp" ]; then
+    say "reusing $rootfs"
+else
+    rm -rf "$rootfs" "$rootfs.partial"
+    mkdir -p "$cache"
+    say "debootstrap $suite ($packages)"
+    debootstrap --variant=minbase --include="$packages" "$suite" "$rootfs.partial" \
+        http://deb.debian.org/debian >"$cache/debootstrap.log" 2>&1 ||
+        fail "debootstrap failed, see $cache/debootstrap.log"
+    echo "$stamp" >"$rootfs.partial/.tidewatch-box-stamp"
+    mv "$rootfs.partial" "$rootfs"
+fi
+end
+
+# ------------------------------------------------------------------ boot
+# Each run boots a fresh copy so state from an earlier run (users, units, retained
+# MQTT messages) cannot make a test pass.
+begin boot
+work=$(mktemp -d /var/tmp/tidewatch-box.XXXXXX)
+root=$work/root
+cp -a "$rootfs" "$root"
+mkdir -p "$root/opt/tw/models"
+cp -a "$repo/deploy" "$repo/systemd" "$repo/knowledge" "$root/opt/tw/"
+cp "$binary" "$root/opt/tw/tidewatch"
+cp "$model" "$root/opt/tw/models/"
+model_name=$(basename "$model")
+# --private-network: the box's mosquitto gets its own 127.0.0.1:1883 and cannot
+# collide with a broker the host or the integration tests run.
+# --keep-unit/--register=no: work without systemd-machined (CI hosts and containers).
+systemd-nspawn -D "$root" -M "twbox-$$" --register=no --keep-unit --private-network \
+    --boot --console=pipe </dev/null >"$work/console.log" 2>&1 &
+nspawn_pid=$!
+find_init() {
+    kill -0 "$nspawn_pid" 2>/dev/null || fail "systemd-nspawn exited: $(tail -5 "$work/console.log")"
+    box_pid=$(pgrep -P "$nspawn_pid" | head -n1 || true)
+    [ -n "$box_pid" ]
+}
+wait_for 30 "the container's init to appear" find_init
+booted() {
+    local s
+    s=$(box systemctl is-system-running 2>/dev/null || true)
+    case "$s" in
+    running) return 0 ;;
+    degraded)
+        say "system degraded: $(box systemctl --failed --no-legend --plain | tr '\n' ' ')"
+        return 0
+        ;;
+    *) return 1 ;;
+    esac
+}
+wait_for 90 "systemctl is-system-running to say running/degraded" booted
+box systemctl is-active --quiet mosquitto || fail "mosquitto is not active in the box"
+end
+
+# ------------------------------------------------------------------ install
+begin install
+missing_libs=$(box ldd /opt/tw/tidewatch 2>&1 | grep 'not found' || true)
+[ -z "$missing_libs" ] || fail "binary needs libraries the box lacks: $missing_libs"
+# A short watchdog makes the hang test take seconds; everything else is the shipped unit.
+box mkdir -p /etc/systemd/system/tidewatch.service.d
+cat >"$root/etc/systemd/system/tidewatch.service.d/box-test.conf" <<EOF
+[Service]
+WatchdogSec=6
+RestartSec=1
+NotifyAccess=$notify_access
+EOF
+box /opt/tw/deploy/install.sh --binary /opt/tw/tidewatch --model "/opt/tw/models/$model_name" ||
+    fail "install.sh failed"
+box systemd-analyze verify tidewatch.service || fail "systemd-analyze verify tidewatch.service reported problems"
+box systemctl is-active --quiet tidewatch || fail "tidewatch is not active after install.sh"
+pid_before=$(box systemctl show -P MainPID tidewatch)
+# Idempotence: a second run with the same files must neither fail nor restart.
+box /opt/tw/deploy/install.sh --binary /opt/tw/tidewatch --model "/opt/tw/models/$model_name" >"$work/install2.log" ||
+    fail "second install.sh run failed: $(cat "$work/install2.log")"
+[ "$(box systemctl show -P MainPID tidewatch)" = "$pid_before" ] ||
+    fail "second install.sh run restarted the daemon although nothing changed"
+box runuser -u tidewatch -- test -r "/var/lib/tidewatch/models/$model_name" ||
+    fail "user tidewatch cannot read the installed model"
+end
+
+# ------------------------------------------------------------------ alarm
+# send_alarm ID OUTFILE: publish one alarm and wait for the diagnosis of that alarm.
+send_alarm() {
+    local id=$1 out=$2 sub
+    box mosquitto_sub -h 127.0.0.1 -q 1 -t 'tidewatch/diagnosis/#' -C 1 -W "$timeout" >"$out" 2>"$out.err" &
+    sub=$!
+    # The diagnosis is not retained: the subscription must exist before the alarm.
+    sleep 1
+    local ts
+    ts=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+    box mosquitto_pub -h 127.0.0.1 -q 1 -t tidewatch/alarm/main-engine -m \
+        "{\"id\":\"$id\",\"ts\":\"$ts\",\"equipment\":\"main-engine\",\"code\":\"ME-LO-PRES-LO\",\"severity\":\"major\",\"kind\":\"main_engine_lube_oil\",\"value\":1.1,\"unit\":\"bar\",\"threshold\":2.0,\"message\":\"main engine lube oil pressure low\"}" ||
+        fail "mosquitto_pub of alarm $id failed"
+    wait "$sub" || fail "no diagnosis for alarm $id within ${timeout}s ($(cat "$out.err"))"
+    jq -e . "$out" >/dev/null 2>&1 || fail "diagnosis for $id is not JSON: $(head -c 500 "$out")"
+    local got
+    got=$(jq -r '.alarm_id // empty' "$out")
+    [ "$got" = "$id" ] || fail "diagnosis alarm_id is '$got', expected '$id': $(head -c 500 "$out")"
+    say "   diagnosis: $(head -c 300 "$out")"
+}
+
+begin alarm
+alarm1=box-$$-1
+send_alarm "$alarm1" "$work/diag1.json"
+end
+
+# ------------------------------------------------------------------ journal
+begin journal
+journal_match=(-u tidewatch)
+[ "$standin" = 1 ] && journal_match=(SYSLOG_IDENTIFIER=tidewatch)
+journal_has_alarm() {
+    box journalctl "${journal_match[@]}" -o json --no-pager |
+        jq -e --arg id "$alarm1" 'select(.ALARM_ID == $id)' >/dev/null 2>&1
+}
+# journald may take a moment to flush the stream.
+wait_for 15 "a journal record with ALARM_ID=$alarm1" journal_has_alarm
+box journalctl "${journal_match[@]}" -o json --no-pager >"$work/journal.json"
+jq -c --arg id "$alarm1" 'select(.ALARM_ID == $id) | {SYSLOG_IDENTIFIER, ALARM_ID, EQUIPMENT, CODE, MESSAGE}' \
+    "$work/journal.json" | sed -n 's/^/[box]    /;1,2p'
+end
+
+# ------------------------------------------------------------------ watchdog
+begin watchdog
+old_pid=$(box systemctl show -P MainPID tidewatch)
+old_restarts=$(box systemctl show -P NRestarts tidewatch)
+[ "$old_pid" -gt 0 ] || fail "no MainPID for tidewatch"
+say "   SIGSTOP main pid $old_pid (NRestarts=$old_restarts); WatchdogSec=6"
+if [ "$standin" = 1 ]; then
+    # The stand-in pings from a child process, so freeze the whole unit.
+    box systemctl kill --signal=SIGSTOP tidewatch
+else
+    # shellcheck disable=SC2016 # $1 is expanded by the box's sh, on purpose
+    box sh -c 'kill -STOP "$1"' sh "$old_pid"
+fi
+restarted() {
+    local pid n state
+    pid=$(box systemctl show -P MainPID tidewatch)
+    n=$(box systemctl show -P NRestarts tidewatch)
+    state=$(box systemctl show -P ActiveState tidewatch)
+    [ "$n" -gt "$old_restarts" ] && [ "$pid" != "$old_pid" ] && [ "$pid" -gt 0 ] && [ "$state" = active ]
+}
+wait_for 120 "systemd to kill the hung daemon and restart it" restarted
+# Via a file: grep -q closing the pipe early would fail the pipeline (pipefail).
+box journalctl -u tidewatch --no-pager -o cat >"$work/unit.log"
+grep -q 'Watchdog timeout' "$work/unit.log" ||
+    fail "service restarted, but not because of the watchdog: $(grep -m3 -iE 'fail|exit' "$work/unit.log")"
+say "   restarted: MainPID $(box systemctl show -P MainPID tidewatch), NRestarts $(box systemctl show -P NRestarts tidewatch)"
+end
+
+begin alarm-after-restart
+send_alarm "box-$$-2" "$work/diag2.json"
+end
+
+# ------------------------------------------------------------------ uninstall
+begin uninstall
+box /opt/tw/deploy/install.sh --uninstall --purge >/dev/null || fail "install.sh --uninstall --purge failed"
+if box getent passwd tidewatch >/dev/null; then fail "user tidewatch still exists after --purge"; fi
+for p in /usr/bin/tidewatch /lib/systemd/system/tidewatch.service /usr/share/tidewatch /etc/tidewatch /var/lib/tidewatch; do
+    [ ! -e "$root$p" ] || fail "$p still exists after --uninstall --purge"
+done
+end
+
+# ------------------------------------------------------------------ .deb (optional)
+if [ -n "${BOX_DEB:-}" ]; then
+    begin deb
+    deb=$(realpath "$BOX_DEB")
+    cp "$deb" "$root/opt/tw/"
+    # The box has no network (--private-network); every dependency (libgomp1,
+    # adduser) is in the rootfs already, as on a stock Debian board.
+    box env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-download "/opt/tw/$(basename "$deb")" >"$work/apt.log" 2>&1 ||
+        fail "apt install of $(basename "$deb") failed: $(tail -20 "$work/apt.log")"
+    [ "$(box systemctl is-enabled tidewatch)" = enabled ] || fail "the package did not enable tidewatch.service"
+    box getent passwd tidewatch >/dev/null || fail "the package did not create user tidewatch"
+    # The package ships no model; its default config expects this file.
+    box install -o tidewatch -g tidewatch -m 0640 "/opt/tw/models/$model_name" /var/lib/tidewatch/models/model.gguf
+    box systemctl start tidewatch || fail "tidewatch from the .deb did not start"
+    send_alarm "box-$$-deb" "$work/diag3.json"
+    box env DEBIAN_FRONTEND=noninteractive apt-get purge -y -q tidewatch >"$work/purge.log" 2>&1 ||
+        fail "apt purge tidewatch failed: $(tail -20 "$work/purge.log")"
+    if box getent passwd tidewatch >/dev/null; then fail "user tidewatch still exists after apt purge"; fi
+    if box systemctl is-active --quiet tidewatch; then fail "tidewatch still running after apt purge"; fi
+    for p in /usr/bin/tidewatch /etc/tidewatch /var/lib/tidewatch /usr/share/tidewatch; do
+        [ ! -e "$root$p" ] || fail "$p still exists after apt purge"
+    done
+    end
+fi

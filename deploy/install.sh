@@ -1,0 +1,285 @@
+#!/usr/bin/env bash
+# Installs (or removes) tidewatch on a Debian board running systemd. Run as root.
+# Safe to run again: it converges to the same state and restarts the daemon only
+# when the binary, unit, index or model actually changed.
+set -euo pipefail
+
+PREFIX_BIN=/usr/bin/tidewatch
+UNIT_DIR=/lib/systemd/system
+UNIT=$UNIT_DIR/tidewatch.service
+SHARE_DIR=/usr/share/tidewatch
+INDEX=$SHARE_DIR/knowledge.twx
+STATE_DIR=/var/lib/tidewatch
+MODEL_DIR=$STATE_DIR/models
+CONF_DIR=/etc/tidewatch
+CONF=$CONF_DIR/tidewatch.toml
+SVC_USER=tidewatch
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(dirname "$here")
+
+usage() {
+    cat <<EOF
+usage: install.sh --binary FILE --model FILE [--index FILE | --knowledge DIR]
+       install.sh --uninstall [--purge]
+
+Installs tidewatch as a systemd service (run as root on the board).
+
+  --binary FILE     tidewatch executable for this machine -> $PREFIX_BIN
+  --model FILE      GGUF model -> $MODEL_DIR/ (copied only if changed)
+  --index FILE      prebuilt knowledge index -> $INDEX
+  --knowledge DIR   build the index from these markdown files instead
+                    (default: $repo/knowledge)
+  --no-start        install and enable, but do not start or restart the daemon
+  --uninstall       stop and disable the service, remove unit, binary and index
+  --purge           with --uninstall: also remove $CONF_DIR, $STATE_DIR
+                    (models included) and the $SVC_USER user
+  -h, --help        this text
+
+$CONF is written only if it does not exist; edit it and
+run 'systemctl restart tidewatch'. Logs: journalctl -u tidewatch
+EOF
+}
+
+die() {
+    echo "install.sh: error: $*" >&2
+    exit 1
+}
+say() { echo "install.sh: $*"; }
+
+binary='' model='' index='' knowledge='' uninstall=0 purge=0 start=1
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --binary) binary=${2:?--binary needs a FILE}; shift 2 ;;
+    --model) model=${2:?--model needs a FILE}; shift 2 ;;
+    --index) index=${2:?--index needs a FILE}; shift 2 ;;
+    --knowledge) knowledge=${2:?--knowledge needs a DIR}; shift 2 ;;
+    --no-start) start=0; shift ;;
+    --uninstall) uninstall=1; shift ;;
+    --purge) purge=1; shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) usage >&2; die "unknown argument '$1'" ;;
+    esac
+done
+
+[ "$(id -u)" -eq 0 ] || die "must run as root (try: sudo $0 $*)"
+
+# systemctl talks to PID 1 only on a booted system; in a chroot or image build we
+# still install files but cannot enable --now or restart.
+have_systemd=0
+[ -d /run/systemd/system ] && have_systemd=1
+
+if [ "$purge" -eq 1 ] && [ "$uninstall" -eq 0 ]; then
+    die "--purge only goes with --uninstall"
+fi
+
+if dpkg-query -W -f='${Status}' tidewatch 2>/dev/null | grep -q 'ok installed'; then
+    # Mixing the two would leave dpkg believing it owns files this script replaced.
+    die "tidewatch is installed as a Debian package; use 'apt remove tidewatch' or upgrade the .deb instead"
+fi
+
+# ---------------------------------------------------------------- uninstall
+if [ "$uninstall" -eq 1 ]; then
+    if [ "$have_systemd" -eq 1 ]; then
+        systemctl disable --now tidewatch.service 2>/dev/null || true
+    fi
+    rm -f "$UNIT" /etc/systemd/system/tidewatch.service
+    [ "$have_systemd" -eq 1 ] && systemctl daemon-reload
+    rm -f "$PREFIX_BIN"
+    rm -rf "$SHARE_DIR"
+    say "removed service, $PREFIX_BIN and $SHARE_DIR"
+    if [ "$purge" -eq 1 ]; then
+        rm -rf "$CONF_DIR" "$STATE_DIR" /etc/systemd/system/tidewatch.service.d
+        if getent passwd "$SVC_USER" >/dev/null; then
+            userdel "$SVC_USER" 2>/dev/null || die "could not remove user $SVC_USER (a process still running as it?)"
+        fi
+        if getent group "$SVC_USER" >/dev/null; then
+            groupdel "$SVC_USER" || true
+        fi
+        say "purged $CONF_DIR, $STATE_DIR and user $SVC_USER"
+    else
+        say "kept $CONF_DIR and $STATE_DIR (models); --purge removes them"
+    fi
+    exit 0
+fi
+
+# ---------------------------------------------------------------- install
+[ -n "$binary" ] || { usage >&2; die "--binary FILE is required"; }
+[ -n "$model" ] || { usage >&2; die "--model FILE is required"; }
+[ -f "$binary" ] || die "binary '$binary' does not exist"
+[ -f "$model" ] || die "model '$model' does not exist"
+[ -f "$repo/systemd/tidewatch.service" ] || die "unit file '$repo/systemd/tidewatch.service' missing: run install.sh from a tidewatch checkout or release tarball"
+if [ -n "$index" ] && [ -n "$knowledge" ]; then
+    die "give --index or --knowledge, not both"
+fi
+if [ -n "$index" ]; then
+    [ -f "$index" ] || die "index '$index' does not exist"
+else
+    knowledge=${knowledge:-$repo/knowledge}
+    [ -d "$knowledge" ] || die "knowledge folder '$knowledge' does not exist (give --knowledge DIR or --index FILE)"
+fi
+# A model that is not GGUF (an HTML error page, a safetensors file) would only show
+# up as a start timeout 5 minutes later.
+[ "$(head -c 4 "$model")" = "GGUF" ] || die "model '$model' is not a GGUF file"
+# Catch an x86_64 binary copied to the board (or vice versa) before touching anything.
+version=$("$binary" --version 2>&1) || die "binary '$binary' does not run here: $version (built for another architecture?)"
+say "installing $version"
+
+changed=0
+# install_if_changed SRC DEST MODE [OWNER]: copy via a temp file and rename, so a
+# running daemon never sees a half-written file (and keeps its mmap of the old one).
+install_if_changed() {
+    local src=$1 dest=$2 mode=$3 owner=${4:-root:root}
+    if [ -f "$dest" ] && cmp -s "$src" "$dest"; then
+        chmod "$mode" "$dest"
+        chown "$owner" "$dest"
+        return 0
+    fi
+    local tmp
+    tmp=$(mktemp "$(dirname "$dest")/.$(basename "$dest").XXXXXX")
+    cp "$src" "$tmp"
+    chmod "$mode" "$tmp"
+    chown "$owner" "$tmp"
+    mv -f "$tmp" "$dest"
+    say "installed $dest"
+    changed=1
+}
+
+if ! getent group "$SVC_USER" >/dev/null; then
+    groupadd --system "$SVC_USER"
+fi
+if ! getent passwd "$SVC_USER" >/dev/null; then
+    useradd --system --gid "$SVC_USER" --home-dir "$STATE_DIR" --no-create-home \
+        --shell /usr/sbin/nologin --comment "tidewatch daemon" "$SVC_USER"
+    say "created system user $SVC_USER"
+fi
+
+install -d -m 0755 "$SHARE_DIR" "$CONF_DIR" "$UNIT_DIR"
+install -d -m 0750 -o "$SVC_USER" -g "$SVC_USER" "$STATE_DIR" "$MODEL_DIR"
+
+install_if_changed "$binary" "$PREFIX_BIN" 0755
+install_if_changed "$repo/systemd/tidewatch.service" "$UNIT" 0644
+
+if [ -n "$index" ]; then
+    install_if_changed "$index" "$INDEX" 0644
+else
+    built=$(mktemp /tmp/tidewatch-index.XXXXXX)
+    trap 'rm -f "$built"' EXIT
+    "$PREFIX_BIN" index build --knowledge "$knowledge" --out "$built" ||
+        die "building the index from '$knowledge' failed"
+    install_if_changed "$built" "$INDEX" 0644
+fi
+
+model_dest=$MODEL_DIR/$(basename "$model")
+install_if_changed "$model" "$model_dest" 0640 "$SVC_USER:$SVC_USER"
+
+# big_cores: the CPUs with the highest cpu_capacity (the Cortex-A72s on an RK3576),
+# as a cpuset list; empty when all CPUs are alike. The kernel publishes capacity
+# only on asymmetric (big.LITTLE) systems.
+big_cores() {
+    local f max=0 cap list=''
+    for f in /sys/devices/system/cpu/cpu[0-9]*/cpu_capacity; do
+        [ -r "$f" ] || return 0
+        cap=$(cat "$f")
+        [ "$cap" -gt "$max" ] && max=$cap
+    done
+    [ "$max" -gt 0 ] || return 0
+    local n=0 total=0
+    for f in /sys/devices/system/cpu/cpu[0-9]*/cpu_capacity; do
+        total=$((total + 1))
+        if [ "$(cat "$f")" -eq "$max" ]; then
+            cpu=${f#/sys/devices/system/cpu/cpu}
+            list="${list:+$list,}${cpu%%/*}"
+            n=$((n + 1))
+        fi
+    done
+    [ "$n" -lt "$total" ] && echo "$list"
+    return 0
+}
+
+if [ ! -e "$CONF" ]; then
+    ncpu=$(nproc --all)
+    cpus=$(big_cores)
+    # The RK3576's big cores are 4-7; kernels that do not publish cpu_capacity
+    # still number them that way.
+    if [ -z "$cpus" ] && [ "$ncpu" -ge 8 ]; then
+        cpus=4-7
+    fi
+    threads=4
+    [ "$ncpu" -lt 4 ] && threads=$ncpu
+    tmp=$(mktemp "$CONF_DIR/.tidewatch.toml.XXXXXX")
+    {
+        echo "# Written by install.sh; documented example: /usr/share/doc/tidewatch/tidewatch.toml"
+        echo "state_dir = \"$STATE_DIR\""
+        echo
+        echo "[mqtt]"
+        echo "host = \"127.0.0.1\""
+        echo "port = 1883"
+        echo "topic_prefix = \"tidewatch\""
+        echo
+        echo "[knowledge]"
+        echo "index = \"$INDEX\""
+        echo "top_k = 3"
+        echo
+        echo "[llm]"
+        echo "model = \"$model_dest\""
+        echo "threads = $threads"
+        if [ -n "$cpus" ]; then
+            echo "cpus = \"$cpus\""
+        fi
+    } >"$tmp"
+    chmod 0644 "$tmp"
+    mv "$tmp" "$CONF"
+    say "wrote $CONF (llm.threads=$threads${cpus:+, llm.cpus=$cpus})"
+    changed=1
+else
+    say "kept existing $CONF"
+    grep -q "$model_dest" "$CONF" ||
+        say "warning: $CONF does not mention $model_dest; the daemon keeps using the model named there"
+fi
+
+if [ -r "$here/tidewatch.toml" ]; then
+    install -d -m 0755 /usr/share/doc/tidewatch
+    install -m 0644 "$here/tidewatch.toml" /usr/share/doc/tidewatch/tidewatch.toml
+fi
+
+# Run as the service user so a file it cannot read fails here, not at boot.
+if command -v runuser >/dev/null; then
+    check=(runuser -u "$SVC_USER" -- "$PREFIX_BIN" check-config --config "$CONF")
+else
+    check=("$PREFIX_BIN" check-config --config "$CONF")
+fi
+# Without --offline this loads the model: a model whose architecture this llama.cpp
+# build does not know fails here, with the old daemon still running.
+out=$("${check[@]}" 2>&1) || die "config check failed, not (re)starting the daemon:
+$out
+fix $CONF (or the model) and run install.sh again"
+while IFS= read -r line; do say "  $line"; done <<<"$out"
+
+if [ "$have_systemd" -eq 0 ]; then
+    say "systemd is not running here; files installed, enable later with: systemctl enable --now tidewatch"
+    exit 0
+fi
+
+systemctl daemon-reload
+systemctl enable tidewatch.service >/dev/null 2>&1
+if [ "$start" -eq 0 ]; then
+    say "enabled; not started (--no-start)"
+    exit 0
+fi
+# With Type=notify these block until READY=1 (model, index and broker up) or the
+# unit's TimeoutStartSec, so success here means the daemon really serves.
+if systemctl is-active --quiet tidewatch.service; then
+    if [ "$changed" -eq 1 ]; then
+        say "restarting tidewatch (files changed)"
+        systemctl restart tidewatch.service || start_failed=1
+    fi
+else
+    say "starting tidewatch (loading the model can take minutes)"
+    systemctl start tidewatch.service || start_failed=1
+fi
+if [ "${start_failed:-0}" -eq 1 ]; then
+    journalctl -u tidewatch.service -n 30 --no-pager >&2 || true
+    die "tidewatch did not start; see above or: journalctl -u tidewatch -b"
+fi
+say "tidewatch is $(systemctl is-active tidewatch.service); logs: journalctl -u tidewatch -f"

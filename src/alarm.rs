@@ -1,0 +1,371 @@
+//! Alarms: the inbound wire format, its validation, and topic parsing.
+//!
+//! Everything here is pure: bytes and a topic in, a checked `Alarm` or a precise
+//! `AlarmError` out. Alarm text is data, never instructions; this module only
+//! bounds it. It never touches MQTT or the model.
+
+use serde::{Deserialize, Serialize};
+
+pub const MAX_ID: usize = 64;
+pub const MAX_EQUIPMENT: usize = 64;
+pub const MAX_CODE: usize = 32;
+pub const MAX_KIND: usize = 48;
+pub const MAX_UNIT: usize = 16;
+pub const MAX_MESSAGE_BYTES: usize = 1024;
+/// Readings beyond this are not physical for any sensor we carry; they are
+/// usually a PLC's uninitialised register and would only confuse the model.
+pub const MAX_ABS_VALUE: f64 = 1e9;
+
+/// Why a payload was rejected. Each message names the field.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AlarmError {
+    #[error("payload is {size} bytes, over the {limit}-byte limit")]
+    TooLarge { size: usize, limit: usize },
+    #[error("payload is not valid UTF-8 (byte {0})")]
+    NotUtf8(usize),
+    #[error("payload is not a valid alarm JSON object: {0}")]
+    Json(String),
+    #[error("field {field} is required")]
+    Missing { field: &'static str },
+    #[error("field {field} must be at most {limit} characters, got {got}")]
+    TooLong {
+        field: &'static str,
+        limit: usize,
+        got: usize,
+    },
+    #[error("field {field} must not be empty")]
+    Empty { field: &'static str },
+    #[error("field {field} contains a control character")]
+    ControlChar { field: &'static str },
+    #[error("field {field} contains {ch:?}, which is not allowed in it")]
+    BadChar { field: &'static str, ch: char },
+    #[error("field ts must be an RFC 3339 time, got {0:?}")]
+    BadTime(String),
+    #[error("field {field} must be a finite number within ±1e9, got {got}")]
+    BadNumber { field: &'static str, got: String },
+    #[error("field equipment is {field:?} but the topic says {topic:?}")]
+    EquipmentMismatch { field: String, topic: String },
+    #[error("topic {0:?} is not {{prefix}}/alarm/{{equipment}}")]
+    BadTopic(String),
+}
+
+/// How urgent an alarm is. Declaration order is priority order (critical first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Critical,
+    Major,
+    Minor,
+    Warning,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Critical => "critical",
+            Severity::Major => "major",
+            Severity::Minor => "minor",
+            Severity::Warning => "warning",
+        }
+    }
+}
+
+/// A checked alarm. Field rules are the README's wire contract.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Alarm {
+    pub id: String,
+    pub ts: String,
+    pub equipment: String,
+    pub code: String,
+    pub severity: Severity,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// The payload as sent. Numbers arrive as raw JSON so that out-of-range values
+/// are reported by name rather than as a generic serde error.
+#[derive(Deserialize)]
+struct Wire {
+    id: Option<String>,
+    ts: Option<String>,
+    equipment: Option<String>,
+    code: Option<String>,
+    severity: Option<Severity>,
+    kind: Option<String>,
+    value: Option<serde_json::Number>,
+    unit: Option<String>,
+    threshold: Option<serde_json::Number>,
+    message: Option<String>,
+}
+
+/// Extracts the equipment from `{prefix}/alarm/{equipment}`.
+pub fn equipment_from_topic<'a>(prefix: &str, topic: &'a str) -> Result<&'a str, AlarmError> {
+    let bad = || AlarmError::BadTopic(topic.chars().take(200).collect());
+    let rest = topic
+        .strip_prefix(prefix)
+        .and_then(|r| r.strip_prefix("/alarm/"))
+        .ok_or_else(bad)?;
+    if rest.is_empty() || rest.contains('/') {
+        return Err(bad());
+    }
+    Ok(rest)
+}
+
+/// Parses and checks an alarm payload received on `topic_equipment`'s topic.
+pub fn parse(
+    payload: &[u8],
+    topic_equipment: Option<&str>,
+    max_bytes: usize,
+) -> Result<Alarm, AlarmError> {
+    if payload.len() > max_bytes {
+        return Err(AlarmError::TooLarge {
+            size: payload.len(),
+            limit: max_bytes,
+        });
+    }
+    let text = std::str::from_utf8(payload).map_err(|e| AlarmError::NotUtf8(e.valid_up_to()))?;
+    let wire: Wire = serde_json::from_str(text).map_err(|e| {
+        let mut m = e.to_string();
+        m.truncate(200);
+        AlarmError::Json(m)
+    })?;
+    let id = ident("id", wire.id, MAX_ID)?;
+    let equipment = ident("equipment", wire.equipment, MAX_EQUIPMENT)?;
+    for ch in ['/', '+', '#'] {
+        if equipment.contains(ch) {
+            return Err(AlarmError::BadChar {
+                field: "equipment",
+                ch,
+            });
+        }
+    }
+    if let Some(t) = topic_equipment {
+        if t != equipment {
+            return Err(AlarmError::EquipmentMismatch {
+                field: equipment,
+                topic: t.to_string(),
+            });
+        }
+    }
+    let code = ident("code", wire.code, MAX_CODE)?;
+    let ts = wire.ts.ok_or(AlarmError::Missing { field: "ts" })?;
+    if ts.len() > 64
+        || time::OffsetDateTime::parse(&ts, &time::format_description::well_known::Rfc3339).is_err()
+    {
+        return Err(AlarmError::BadTime(ts.chars().take(64).collect()));
+    }
+    let severity = wire
+        .severity
+        .ok_or(AlarmError::Missing { field: "severity" })?;
+    let kind = wire
+        .kind
+        .map(|k| short_text("kind", k, MAX_KIND))
+        .transpose()?;
+    let unit = wire
+        .unit
+        .map(|u| short_text("unit", u, MAX_UNIT))
+        .transpose()?;
+    let value = wire.value.map(|n| number("value", n)).transpose()?;
+    let threshold = wire.threshold.map(|n| number("threshold", n)).transpose()?;
+    let message = match wire.message {
+        None => None,
+        Some(m) => {
+            if m.len() > MAX_MESSAGE_BYTES {
+                return Err(AlarmError::TooLong {
+                    field: "message",
+                    limit: MAX_MESSAGE_BYTES,
+                    got: m.len(),
+                });
+            }
+            // Newlines and tabs are ordinary in operator notes; other control
+            // characters only ever come from binary garbage or terminal tricks.
+            if m.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+                return Err(AlarmError::ControlChar { field: "message" });
+            }
+            let m = m.trim().to_string();
+            (!m.is_empty()).then_some(m)
+        }
+    };
+    Ok(Alarm {
+        id,
+        ts,
+        equipment,
+        code,
+        severity,
+        kind,
+        value,
+        unit,
+        threshold,
+        message,
+    })
+}
+
+fn ident(field: &'static str, v: Option<String>, limit: usize) -> Result<String, AlarmError> {
+    let v = v.ok_or(AlarmError::Missing { field })?;
+    let v = short_text(field, v, limit)?;
+    if v.is_empty() {
+        return Err(AlarmError::Empty { field });
+    }
+    Ok(v)
+}
+
+fn short_text(field: &'static str, v: String, limit: usize) -> Result<String, AlarmError> {
+    let got = v.chars().count();
+    if got > limit {
+        return Err(AlarmError::TooLong { field, limit, got });
+    }
+    if v.chars().any(char::is_control) {
+        return Err(AlarmError::ControlChar { field });
+    }
+    Ok(v.trim().to_string())
+}
+
+fn number(field: &'static str, n: serde_json::Number) -> Result<f64, AlarmError> {
+    match n.as_f64() {
+        Some(f) if f.is_finite() && f.abs() <= MAX_ABS_VALUE => Ok(f),
+        _ => Err(AlarmError::BadNumber {
+            field,
+            got: n.to_string().chars().take(40).collect(),
+        }),
+    }
+}
+
+impl Alarm {
+    /// The text retrieval searches with: what an operator wrote, not a manual.
+    pub fn query_text(&self) -> String {
+        let mut q = String::with_capacity(128);
+        q.push_str(&self.code);
+        if let Some(k) = &self.kind {
+            q.push(' ');
+            q.push_str(&k.replace('_', " "));
+        }
+        if let Some(m) = &self.message {
+            q.push(' ');
+            q.push_str(m);
+        }
+        q
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OK: &str = r#"{"id":"a1","ts":"2026-11-30T04:12:00Z","equipment":"ME1","code":"ME-JCW-TEMP-HI","severity":"major","kind":"main_engine_cooling","value":93.5,"unit":"degC","threshold":90,"message":"主机缸套水出口温度高"}"#;
+
+    #[test]
+    fn valid_alarm_parses() {
+        let a = parse(OK.as_bytes(), Some("ME1"), 8192).unwrap();
+        assert_eq!(a.severity, Severity::Major);
+        assert_eq!(a.value, Some(93.5));
+        assert_eq!(a.message.as_deref(), Some("主机缸套水出口温度高"));
+    }
+
+    #[test]
+    fn missing_id_is_named() {
+        let p = OK.replace(r#""id":"a1","#, "");
+        assert_eq!(
+            parse(p.as_bytes(), None, 8192),
+            Err(AlarmError::Missing { field: "id" })
+        );
+    }
+
+    #[test]
+    fn oversized_payload_is_rejected_before_parsing() {
+        let big = vec![b' '; 9000];
+        assert!(matches!(
+            parse(&big, None, 8192),
+            Err(AlarmError::TooLarge { size: 9000, .. })
+        ));
+    }
+
+    #[test]
+    fn invalid_utf8_is_rejected() {
+        assert!(matches!(
+            parse(b"{\"id\":\"\xff\"}", None, 8192),
+            Err(AlarmError::NotUtf8(7))
+        ));
+    }
+
+    #[test]
+    fn wrong_types_and_bad_numbers_are_rejected() {
+        let p = OK.replace(r#""value":93.5"#, r#""value":"hot""#);
+        assert!(matches!(
+            parse(p.as_bytes(), None, 8192),
+            Err(AlarmError::Json(_))
+        ));
+        let p = OK.replace(r#""value":93.5"#, r#""value":1e300"#);
+        assert!(matches!(
+            parse(p.as_bytes(), None, 8192),
+            Err(AlarmError::BadNumber { field: "value", .. })
+        ));
+        let p = OK.replace(r#""severity":"major""#, r#""severity":"panic""#);
+        assert!(matches!(
+            parse(p.as_bytes(), None, 8192),
+            Err(AlarmError::Json(_))
+        ));
+    }
+
+    #[test]
+    fn overlong_and_control_fields_are_rejected() {
+        let p = OK.replace(
+            r#""code":"ME-JCW-TEMP-HI""#,
+            &format!(r#""code":"{}""#, "X".repeat(33)),
+        );
+        assert!(matches!(
+            parse(p.as_bytes(), None, 8192),
+            Err(AlarmError::TooLong {
+                field: "code",
+                limit: 32,
+                got: 33
+            })
+        ));
+        let p = OK.replace(r#""id":"a1""#, r#""id":"a\u001b[31m""#);
+        assert_eq!(
+            parse(p.as_bytes(), None, 8192),
+            Err(AlarmError::ControlChar { field: "id" })
+        );
+    }
+
+    #[test]
+    fn deeply_nested_json_is_an_error_not_a_crash() {
+        let p = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(matches!(
+            parse(p.as_bytes(), None, 1 << 20),
+            Err(AlarmError::Json(_))
+        ));
+    }
+
+    #[test]
+    fn topic_gives_equipment() {
+        assert_eq!(equipment_from_topic("tw", "tw/alarm/ME1"), Ok("ME1"));
+        assert!(equipment_from_topic("tw", "tw/alarm/ME1/x").is_err());
+        assert!(equipment_from_topic("tw", "tw/alarm/").is_err());
+        assert!(equipment_from_topic("tw", "other/alarm/ME1").is_err());
+    }
+
+    #[test]
+    fn equipment_must_match_topic() {
+        assert!(matches!(
+            parse(OK.as_bytes(), Some("DG2"), 8192),
+            Err(AlarmError::EquipmentMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn bad_timestamp_is_named() {
+        let p = OK.replace("2026-11-30T04:12:00Z", "yesterday");
+        assert!(matches!(
+            parse(p.as_bytes(), None, 8192),
+            Err(AlarmError::BadTime(_))
+        ));
+    }
+}

@@ -1,0 +1,688 @@
+//! Configuration: the TOML file, its defaults, and its validation into a checked form.
+//!
+//! Owns parsing (`RawConfig`, serde with `deny_unknown_fields`) and validation (`Config`).
+//! Every error names the offending key and the file. Nothing here touches the network,
+//! the model or the index; paths are checked for shape only, not opened.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Why a configuration could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("config key {key} {problem} ({path})")]
+    Invalid {
+        key: &'static str,
+        problem: String,
+        path: PathBuf,
+    },
+}
+
+/// The file as written, before validation. Field defaults live here so the
+/// example config and the code cannot drift: an absent key means the default.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    pub state_dir: PathBuf,
+    pub mqtt: RawMqtt,
+    pub knowledge: RawKnowledge,
+    pub llm: RawLlm,
+    #[serde(default)]
+    pub watchdog: RawWatchdog,
+    #[serde(default)]
+    pub queue: RawQueue,
+    #[serde(default)]
+    pub outbox: RawOutbox,
+    #[serde(default)]
+    pub log: RawLog,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMqtt {
+    #[serde(default = "default_host")]
+    pub host: String,
+    #[serde(default = "default_port")]
+    pub port: u16,
+    pub client_id: Option<String>,
+    #[serde(default = "default_prefix")]
+    pub topic_prefix: String,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    #[serde(default = "default_keep_alive")]
+    pub keep_alive_s: u64,
+    #[serde(default = "default_max_alarm_bytes")]
+    pub max_alarm_bytes: usize,
+    pub tls: Option<RawTls>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTls {
+    pub ca: PathBuf,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawKnowledge {
+    pub index: PathBuf,
+    #[serde(default = "default_top_k")]
+    pub top_k: usize,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLlm {
+    pub model: PathBuf,
+    #[serde(default = "default_threads")]
+    pub threads: u32,
+    #[serde(default = "default_ctx")]
+    pub ctx: u32,
+    #[serde(default = "default_batch")]
+    pub batch: u32,
+    #[serde(default = "default_max_tokens")]
+    pub max_tokens: u32,
+    #[serde(default = "default_prompt_budget")]
+    pub prompt_budget: u32,
+    #[serde(default = "default_slots")]
+    pub slots: u32,
+    pub cpus: Option<String>,
+    #[serde(default = "default_template")]
+    pub template: String,
+    #[serde(default = "default_seed")]
+    pub seed: u32,
+    #[serde(default = "default_temperature")]
+    pub temperature: f32,
+    #[serde(default)]
+    pub thinking: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWatchdog {
+    #[serde(default = "default_stall")]
+    pub stall_timeout_s: f64,
+    #[serde(default = "default_deadline")]
+    pub deadline_s: f64,
+    #[serde(default = "default_hard")]
+    pub hard_timeout_s: f64,
+}
+
+impl Default for RawWatchdog {
+    fn default() -> Self {
+        Self {
+            stall_timeout_s: default_stall(),
+            deadline_s: default_deadline(),
+            hard_timeout_s: default_hard(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawQueue {
+    #[serde(default = "default_queue_capacity")]
+    pub capacity: usize,
+    #[serde(default = "default_dedup")]
+    pub dedup_window_s: u64,
+}
+
+impl Default for RawQueue {
+    fn default() -> Self {
+        Self {
+            capacity: default_queue_capacity(),
+            dedup_window_s: default_dedup(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOutbox {
+    #[serde(default = "default_outbox_bytes")]
+    pub max_bytes: u64,
+}
+
+impl Default for RawOutbox {
+    fn default() -> Self {
+        Self {
+            max_bytes: default_outbox_bytes(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLog {
+    #[serde(default = "default_log_level")]
+    pub level: String,
+}
+
+impl Default for RawLog {
+    fn default() -> Self {
+        Self {
+            level: default_log_level(),
+        }
+    }
+}
+
+fn default_host() -> String {
+    "127.0.0.1".into()
+}
+fn default_port() -> u16 {
+    1883
+}
+fn default_prefix() -> String {
+    "tidewatch".into()
+}
+fn default_keep_alive() -> u64 {
+    10
+}
+fn default_max_alarm_bytes() -> usize {
+    8 * 1024
+}
+fn default_top_k() -> usize {
+    3
+}
+fn default_threads() -> u32 {
+    std::thread::available_parallelism()
+        .map(|n| n.get().min(4) as u32)
+        .unwrap_or(2)
+}
+fn default_ctx() -> u32 {
+    2048
+}
+fn default_batch() -> u32 {
+    512
+}
+fn default_max_tokens() -> u32 {
+    256
+}
+fn default_prompt_budget() -> u32 {
+    640
+}
+fn default_slots() -> u32 {
+    1
+}
+fn default_template() -> String {
+    "auto".into()
+}
+fn default_seed() -> u32 {
+    42
+}
+fn default_temperature() -> f32 {
+    0.2
+}
+fn default_stall() -> f64 {
+    20.0
+}
+fn default_deadline() -> f64 {
+    180.0
+}
+fn default_hard() -> f64 {
+    10.0
+}
+fn default_queue_capacity() -> usize {
+    32
+}
+fn default_dedup() -> u64 {
+    60
+}
+fn default_outbox_bytes() -> u64 {
+    16 * 1024 * 1024
+}
+fn default_log_level() -> String {
+    "info".into()
+}
+
+/// Which prompt template the LLM side uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TemplateChoice {
+    /// The GGUF's own chat template through llama.cpp, with the hand-written
+    /// family template as the fallback path.
+    Auto,
+    ChatMl,
+    Llama3,
+    Gemma,
+    SmolLm,
+}
+
+impl TemplateChoice {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "auto" => Self::Auto,
+            "chatml" | "qwen" => Self::ChatMl,
+            "llama3" => Self::Llama3,
+            "gemma" => Self::Gemma,
+            "smollm" => Self::SmolLm,
+            _ => return None,
+        })
+    }
+}
+
+/// Validated configuration: every value has been range-checked once, at start.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub path: PathBuf,
+    pub state_dir: PathBuf,
+    pub mqtt: MqttConfig,
+    pub knowledge: KnowledgeConfig,
+    pub llm: LlmConfig,
+    pub watchdog: WatchdogConfig,
+    pub queue: QueueConfig,
+    pub outbox: OutboxConfig,
+    pub log_level: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct MqttConfig {
+    pub host: String,
+    pub port: u16,
+    pub client_id: String,
+    pub topic_prefix: String,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    pub keep_alive: Duration,
+    pub max_alarm_bytes: usize,
+    pub tls: Option<TlsConfig>,
+}
+
+#[derive(Debug, Clone)]
+pub struct TlsConfig {
+    pub ca: PathBuf,
+    pub client_auth: Option<(PathBuf, PathBuf)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct KnowledgeConfig {
+    pub index: PathBuf,
+    pub top_k: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct LlmConfig {
+    pub model: PathBuf,
+    pub threads: u32,
+    pub ctx: u32,
+    pub batch: u32,
+    pub max_tokens: u32,
+    pub prompt_budget: u32,
+    pub slots: u32,
+    pub cpus: Option<Vec<usize>>,
+    pub template: TemplateChoice,
+    pub seed: u32,
+    pub temperature: f32,
+    pub thinking: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct WatchdogConfig {
+    pub stall_timeout: Duration,
+    pub deadline: Duration,
+    pub hard_timeout: Duration,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct QueueConfig {
+    pub capacity: usize,
+    pub dedup_window: Duration,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct OutboxConfig {
+    pub max_bytes: u64,
+}
+
+/// Reads and validates a config file.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse(&text, path)
+}
+
+/// Parses and validates config text; `path` is only used in messages.
+pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+    let de = toml::Deserializer::new(text);
+    let raw: RawConfig = serde_path_to_error::deserialize(de).map_err(|e| {
+        let key = e.path().to_string();
+        let inner = e.into_inner();
+        let msg = inner.message().to_string();
+        let location = inner
+            .span()
+            .map(|s| {
+                let line = text[..s.start.min(text.len())].matches('\n').count() + 1;
+                format!(" (line {line})")
+            })
+            .unwrap_or_default();
+        let message = if key.is_empty() || key == "." {
+            format!("{msg}{location}")
+        } else {
+            format!("key {key}: {msg}{location}")
+        };
+        ConfigError::Parse {
+            path: path.to_owned(),
+            message,
+        }
+    })?;
+    validate(raw, path)
+}
+
+/// Parses a CPU list such as "4-7" or "0,2,4-5".
+pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
+    let mut cpus = Vec::new();
+    for part in s.split(',').map(str::trim) {
+        if let Some((a, b)) = part.split_once('-') {
+            let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+            if a > b || b >= 1024 {
+                return None;
+            }
+            cpus.extend(a..=b);
+        } else {
+            let c: usize = part.parse().ok()?;
+            if c >= 1024 {
+                return None;
+            }
+            cpus.push(c);
+        }
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    (!cpus.is_empty()).then_some(cpus)
+}
+
+fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
+    let bad = |key: &'static str, problem: String| ConfigError::Invalid {
+        key,
+        problem,
+        path: path.to_owned(),
+    };
+    fn range<T: PartialOrd + std::fmt::Display + Copy>(v: T, lo: T, hi: T) -> Result<T, String> {
+        if v < lo || v > hi {
+            Err(format!("must be {lo}..={hi}, got {v}"))
+        } else {
+            Ok(v)
+        }
+    }
+    if raw.state_dir.as_os_str().is_empty() {
+        return Err(bad("state_dir", "must not be empty".into()));
+    }
+    let m = raw.mqtt;
+    if m.host.trim().is_empty() {
+        return Err(bad("mqtt.host", "must not be empty".into()));
+    }
+    if m.port == 0 {
+        return Err(bad("mqtt.port", "must be 1..=65535, got 0".into()));
+    }
+    let prefix = m.topic_prefix.trim_end_matches('/').to_string();
+    if prefix.is_empty() || prefix.contains(['#', '+']) || prefix.starts_with('/') {
+        return Err(bad(
+            "mqtt.topic_prefix",
+            format!(
+                "must be a non-empty topic without wildcards or a leading '/', got {:?}",
+                m.topic_prefix
+            ),
+        ));
+    }
+    let client_id = match m.client_id {
+        Some(id) if id.is_empty() || id.len() > 128 => {
+            return Err(bad(
+                "mqtt.client_id",
+                format!("must be 1..=128 bytes, got {} bytes", id.len()),
+            ))
+        }
+        Some(id) => id,
+        // A stable id is what makes the persistent session (and so redelivery) work.
+        None => format!("tidewatch-{}", hostname()),
+    };
+    if m.password.is_some() && m.username.is_none() {
+        return Err(bad(
+            "mqtt.password",
+            "is set but mqtt.username is not".into(),
+        ));
+    }
+    range(m.keep_alive_s, 2, 600).map_err(|p| bad("mqtt.keep_alive_s", p))?;
+    range(m.max_alarm_bytes, 256, 1 << 20).map_err(|p| bad("mqtt.max_alarm_bytes", p))?;
+    let tls = match m.tls {
+        None => None,
+        Some(t) => {
+            let client_auth = match (t.cert, t.key) {
+                (Some(c), Some(k)) => Some((c, k)),
+                (None, None) => None,
+                (Some(_), None) => {
+                    return Err(bad(
+                        "mqtt.tls.key",
+                        "is required when mqtt.tls.cert is set".into(),
+                    ))
+                }
+                (None, Some(_)) => {
+                    return Err(bad(
+                        "mqtt.tls.cert",
+                        "is required when mqtt.tls.key is set".into(),
+                    ))
+                }
+            };
+            Some(TlsConfig {
+                ca: t.ca,
+                client_auth,
+            })
+        }
+    };
+    let k = raw.knowledge;
+    range(k.top_k, 1, 20).map_err(|p| bad("knowledge.top_k", p))?;
+    let l = raw.llm;
+    range(l.threads, 1, 64).map_err(|p| bad("llm.threads", p))?;
+    range(l.ctx, 512, 32768).map_err(|p| bad("llm.ctx", p))?;
+    range(l.batch, 16, 8192).map_err(|p| bad("llm.batch", p))?;
+    range(l.max_tokens, 16, 4096).map_err(|p| bad("llm.max_tokens", p))?;
+    range(l.prompt_budget, 128, 16384).map_err(|p| bad("llm.prompt_budget", p))?;
+    range(l.slots, 1, 8).map_err(|p| bad("llm.slots", p))?;
+    if l.prompt_budget + l.max_tokens + 64 > l.ctx {
+        return Err(bad(
+            "llm.ctx",
+            format!(
+                "must hold llm.prompt_budget + llm.max_tokens + 64 = {}, got {}",
+                l.prompt_budget + l.max_tokens + 64,
+                l.ctx
+            ),
+        ));
+    }
+    if !(0.0..=2.0).contains(&l.temperature) || !l.temperature.is_finite() {
+        return Err(bad(
+            "llm.temperature",
+            format!("must be 0.0..=2.0, got {}", l.temperature),
+        ));
+    }
+    let template = TemplateChoice::parse(&l.template).ok_or_else(|| {
+        bad(
+            "llm.template",
+            format!(
+                "must be one of auto, chatml, llama3, gemma, smollm; got {:?}",
+                l.template
+            ),
+        )
+    })?;
+    let cpus = match l.cpus {
+        None => None,
+        Some(s) => Some(parse_cpu_list(&s).ok_or_else(|| {
+            bad(
+                "llm.cpus",
+                format!("must be a CPU list like \"4-7\" or \"0,2,4-5\", got {s:?}"),
+            )
+        })?),
+    };
+    let w = raw.watchdog;
+    for (key, v) in [
+        ("watchdog.stall_timeout_s", w.stall_timeout_s),
+        ("watchdog.deadline_s", w.deadline_s),
+        ("watchdog.hard_timeout_s", w.hard_timeout_s),
+    ] {
+        if !v.is_finite() || !(0.1..=86_400.0).contains(&v) {
+            return Err(bad(key, format!("must be 0.1..=86400 seconds, got {v}")));
+        }
+    }
+    if w.stall_timeout_s > w.deadline_s {
+        return Err(bad(
+            "watchdog.stall_timeout_s",
+            format!(
+                "must not exceed watchdog.deadline_s ({}), got {}",
+                w.deadline_s, w.stall_timeout_s
+            ),
+        ));
+    }
+    let q = raw.queue;
+    range(q.capacity, 1, crate::queue::MAX_CAPACITY).map_err(|p| bad("queue.capacity", p))?;
+    range(q.dedup_window_s, 0, 86_400).map_err(|p| bad("queue.dedup_window_s", p))?;
+    range(raw.outbox.max_bytes, 4096, 1 << 34).map_err(|p| bad("outbox.max_bytes", p))?;
+    let level = raw.log.level;
+    if !["error", "warn", "info", "debug", "trace"].contains(&level.as_str()) {
+        return Err(bad(
+            "log.level",
+            format!("must be one of error, warn, info, debug, trace; got {level:?}"),
+        ));
+    }
+    Ok(Config {
+        path: path.to_owned(),
+        state_dir: raw.state_dir,
+        mqtt: MqttConfig {
+            host: m.host,
+            port: m.port,
+            client_id,
+            topic_prefix: prefix,
+            username: m.username,
+            password: m.password,
+            keep_alive: Duration::from_secs(m.keep_alive_s),
+            max_alarm_bytes: m.max_alarm_bytes,
+            tls,
+        },
+        knowledge: KnowledgeConfig {
+            index: k.index,
+            top_k: k.top_k,
+        },
+        llm: LlmConfig {
+            model: l.model,
+            threads: l.threads,
+            ctx: l.ctx,
+            batch: l.batch,
+            max_tokens: l.max_tokens,
+            prompt_budget: l.prompt_budget,
+            slots: l.slots,
+            cpus,
+            template,
+            seed: l.seed,
+            temperature: l.temperature,
+            thinking: l.thinking,
+        },
+        watchdog: WatchdogConfig {
+            stall_timeout: Duration::from_secs_f64(w.stall_timeout_s),
+            deadline: Duration::from_secs_f64(w.deadline_s),
+            hard_timeout: Duration::from_secs_f64(w.hard_timeout_s),
+        },
+        queue: QueueConfig {
+            capacity: q.capacity,
+            dedup_window: Duration::from_secs(q.dedup_window_s),
+        },
+        outbox: OutboxConfig {
+            max_bytes: raw.outbox.max_bytes,
+        },
+        log_level: level,
+    })
+}
+
+fn hostname() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "board".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+state_dir = "/tmp/tw"
+[mqtt]
+host = "127.0.0.1"
+port = 1883
+topic_prefix = "tidewatch"
+[knowledge]
+index = "k.twx"
+top_k = 3
+[llm]
+model = "m.gguf"
+threads = 2
+"#;
+
+    fn p() -> &'static Path {
+        Path::new("/etc/tidewatch/tidewatch.toml")
+    }
+
+    #[test]
+    fn minimal_config_gets_defaults() {
+        let c = parse(MINIMAL, p()).unwrap();
+        assert_eq!(c.knowledge.top_k, 3);
+        assert_eq!(c.llm.prompt_budget, 640);
+        assert_eq!(c.llm.slots, 1);
+        assert_eq!(c.mqtt.topic_prefix, "tidewatch");
+        assert!(c.mqtt.client_id.starts_with("tidewatch-"));
+        assert_eq!(c.llm.template, TemplateChoice::Auto);
+    }
+
+    #[test]
+    fn unknown_key_names_key_and_file() {
+        let text = MINIMAL.replace("threads = 2", "threads = 2\nthreadz = 4");
+        let e = parse(&text, p()).unwrap_err().to_string();
+        assert!(e.contains("threadz"), "{e}");
+        assert!(e.contains("llm"), "{e}");
+        assert!(e.contains("/etc/tidewatch/tidewatch.toml"), "{e}");
+    }
+
+    #[test]
+    fn out_of_range_value_names_key() {
+        let text = MINIMAL.replace("threads = 2", "threads = 0");
+        let e = parse(&text, p()).unwrap_err().to_string();
+        assert!(e.contains("llm.threads must be 1..=64, got 0"), "{e}");
+    }
+
+    #[test]
+    fn wrong_type_names_key() {
+        let text = MINIMAL.replace("port = 1883", "port = \"x\"");
+        let e = parse(&text, p()).unwrap_err().to_string();
+        assert!(e.contains("mqtt.port"), "{e}");
+    }
+
+    #[test]
+    fn missing_required_value_names_it() {
+        let text = MINIMAL.replace("model = \"m.gguf\"", "");
+        let e = parse(&text, p()).unwrap_err().to_string();
+        assert!(e.contains("model"), "{e}");
+    }
+
+    #[test]
+    fn cpu_lists_parse() {
+        assert_eq!(parse_cpu_list("4-7"), Some(vec![4, 5, 6, 7]));
+        assert_eq!(parse_cpu_list("0, 2,4-5"), Some(vec![0, 2, 4, 5]));
+        assert_eq!(parse_cpu_list("7-4"), None);
+        assert_eq!(parse_cpu_list("x"), None);
+    }
+
+    #[test]
+    fn example_config_is_valid() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/tidewatch.toml");
+        load(&path).unwrap();
+    }
+}

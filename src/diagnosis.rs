@@ -1,0 +1,311 @@
+//! Diagnoses: the outbound wire format, and the answers built from retrieval
+//! alone when the model cannot (mode "degraded") or should not (mode "triage").
+//!
+//! Pure: passages and an alarm in, a `Diagnosis` out. The model-driven path lives
+//! in `llm`; the pipeline that chooses between them lives in `pipeline`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::alarm::Alarm;
+use crate::retrieval::Hit;
+
+/// How a diagnosis was produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// The LLM answered.
+    Full,
+    /// The LLM failed (hung, cancelled, unusable output); built from retrieval.
+    Degraded,
+    /// The queue was full during a storm; built from retrieval straight away.
+    Triage,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Full => "full",
+            Mode::Degraded => "degraded",
+            Mode::Triage => "triage",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cause {
+    pub cause: String,
+    pub likelihood: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Source {
+    pub doc: String,
+    pub section: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timings {
+    pub retrieval_ms: f64,
+    pub prompt_tokens: u32,
+    pub ttft_ms: f64,
+    pub generated_tokens: u32,
+    pub generation_ms: f64,
+    pub tokens_per_s: f64,
+}
+
+/// The diagnosis published on `{prefix}/diagnosis/{equipment}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Diagnosis {
+    pub alarm_id: String,
+    pub equipment: String,
+    pub code: String,
+    pub summary: String,
+    pub probable_causes: Vec<Cause>,
+    pub actions: Vec<String>,
+    pub sources: Vec<Source>,
+    pub mode: Mode,
+    pub model: String,
+    pub timings: Timings,
+    pub ts: String,
+}
+
+/// The current time as RFC 3339 (UTC).
+pub fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".into())
+}
+
+/// Splits a passage's "1) a 2) b" or "1. a; 2. b" or "（1）甲（2）乙" lists into items.
+pub fn list_items(text: &str) -> Vec<String> {
+    let body = match text.find([':', '：']) {
+        Some(i) if text[..i].chars().count() < 80 && text[i..].contains(['1', '１']) => {
+            &text[i + text[i..].chars().next().map_or(1, char::len_utf8)..]
+        }
+        _ => text,
+    };
+    let mut items = Vec::new();
+    let mut cur = String::new();
+    let chars: Vec<char> = body.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        // A list marker: a digit followed by ')', '.', '、' or '）', or '(' / '（' digit.
+        let is_marker = |j: usize| -> Option<usize> {
+            let c = *chars.get(j)?;
+            if c == '(' || c == '（' {
+                let d = *chars.get(j + 1)?;
+                let e = *chars.get(j + 2)?;
+                if d.is_ascii_digit() && (e == ')' || e == '）') {
+                    return Some(3);
+                }
+                return None;
+            }
+            if c.is_ascii_digit() {
+                let prev_ok =
+                    j == 0 || !chars[j - 1].is_ascii_alphanumeric() && chars[j - 1] != '.';
+                let n = *chars.get(j + 1)?;
+                if prev_ok && matches!(n, ')' | '）' | '、') {
+                    return Some(2);
+                }
+                if prev_ok && n == '.' && chars.get(j + 2).is_some_and(|c| c.is_whitespace()) {
+                    return Some(2);
+                }
+            }
+            None
+        };
+        if let Some(len) = is_marker(i) {
+            let t = clean_item(&cur);
+            if !t.is_empty() {
+                items.push(t);
+            }
+            cur.clear();
+            i += len;
+            continue;
+        }
+        cur.push(chars[i]);
+        i += 1;
+    }
+    let t = clean_item(&cur);
+    if !t.is_empty() {
+        items.push(t);
+    }
+    // Text before the first marker is the lead-in sentence, not an item.
+    if items.len() > 1
+        && !body
+            .trim_start()
+            .starts_with(|c: char| c.is_ascii_digit() || c == '(' || c == '（')
+    {
+        items.remove(0);
+    }
+    items
+}
+
+fn clean_item(s: &str) -> String {
+    s.trim()
+        .trim_end_matches([';', '；', ',', '，', '.', '。'])
+        .trim()
+        .to_string()
+}
+
+fn is_causes(section: &str) -> bool {
+    section.to_lowercase().contains("cause") || section.contains("原因")
+}
+
+fn is_checks(section: &str) -> bool {
+    let l = section.to_lowercase();
+    l.contains("check")
+        || l.contains("action")
+        || section.contains("检查")
+        || section.contains("处理")
+}
+
+/// A diagnosis from retrieved passages alone. Causes come from the best
+/// "causes" passage (in the manual's order, most likely first), actions from
+/// the best "checks" passage.
+pub fn from_passages(
+    alarm: &Alarm,
+    hits: &[Hit],
+    mode: Mode,
+    model: &str,
+    timings: Timings,
+) -> Diagnosis {
+    let zh = alarm
+        .message
+        .as_deref()
+        .is_some_and(crate::retrieval::tokenize::has_cjk);
+    let causes_hit = hits.iter().find(|h| is_causes(&h.section));
+    let checks_hit = hits.iter().find(|h| is_checks(&h.section));
+    let likelihood = ["high", "medium", "low"];
+    let probable_causes: Vec<Cause> = causes_hit
+        .map(|h| list_items(&h.text))
+        .unwrap_or_default()
+        .into_iter()
+        .take(4)
+        .enumerate()
+        .map(|(i, c)| Cause {
+            cause: c,
+            likelihood: likelihood[i.min(2)].into(),
+        })
+        .collect();
+    let actions: Vec<String> = checks_hit
+        .map(|h| list_items(&h.text))
+        .unwrap_or_default()
+        .into_iter()
+        .take(5)
+        .collect();
+    let sources = dedup_sources(
+        causes_hit
+            .into_iter()
+            .chain(checks_hit)
+            .chain(hits.first())
+            .map(|h| Source {
+                doc: h.doc.clone(),
+                section: h.section.clone(),
+            }),
+    );
+    let why = match (mode, zh) {
+        (Mode::Triage, false) => "Triage during an alarm storm (no model run)",
+        (Mode::Triage, true) => "告警风暴期间的快速分诊（未运行模型）",
+        (_, false) => "Model diagnosis unavailable; guidance from the manuals",
+        (_, true) => "模型诊断不可用；以下为手册中的指导",
+    };
+    let summary = match hits.first() {
+        Some(h) => format!("{why}: {} — {}.", h.title, h.section),
+        None => match zh {
+            false => format!(
+                "{why}: the knowledge base has no passage for alarm {}.",
+                alarm.code
+            ),
+            true => format!("{why}：知识库中没有告警 {} 的相关内容。", alarm.code),
+        },
+    };
+    Diagnosis {
+        alarm_id: alarm.id.clone(),
+        equipment: alarm.equipment.clone(),
+        code: alarm.code.clone(),
+        summary,
+        probable_causes,
+        actions,
+        sources,
+        mode,
+        model: model.to_string(),
+        timings,
+        ts: now_rfc3339(),
+    }
+}
+
+/// Keeps the first of each (doc, section).
+pub fn dedup_sources(it: impl IntoIterator<Item = Source>) -> Vec<Source> {
+    let mut out: Vec<Source> = Vec::new();
+    for s in it {
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alarm::Severity;
+
+    #[test]
+    fn numbered_lists_split_into_items() {
+        let t = "Lube oil pressure low. Probable causes, most likely first: 1) clogged filter; 2) worn pump; 3) low sump level.";
+        assert_eq!(
+            list_items(t),
+            vec!["clogged filter", "worn pump", "low sump level"]
+        );
+        let z = "主机滑油压力低。可能原因：1）滤器堵塞；2）滑油泵磨损；3）油位低。";
+        assert_eq!(list_items(z), vec!["滤器堵塞", "滑油泵磨损", "油位低"]);
+    }
+
+    #[test]
+    fn decimals_are_not_list_markers() {
+        let t = "Checks: 1) confirm 2.5 bar at the inlet; 2) change filter.";
+        assert_eq!(
+            list_items(t),
+            vec!["confirm 2.5 bar at the inlet", "change filter"]
+        );
+    }
+
+    #[test]
+    fn degraded_diagnosis_uses_passages_in_order() {
+        let a = Alarm {
+            id: "a".into(),
+            ts: "2026-11-30T00:00:00Z".into(),
+            equipment: "ME1".into(),
+            code: "ME-LO-PRES-LO".into(),
+            severity: Severity::Major,
+            kind: None,
+            value: None,
+            unit: None,
+            threshold: None,
+            message: None,
+        };
+        let hit = |section: &str, text: &str| Hit {
+            passage: 0,
+            doc: "lube-en".into(),
+            section: section.into(),
+            score: 1.0,
+            text: text.into(),
+            lang: "en".into(),
+            title: "Lube oil".into(),
+        };
+        let hits = vec![
+            hit("ME-LO-PRES-LO causes", "Causes: 1) filter; 2) pump."),
+            hit(
+                "ME-LO-PRES-LO checks",
+                "Checks: 1) read gauge; 2) change filter.",
+            ),
+        ];
+        let d = from_passages(&a, &hits, Mode::Degraded, "m", Timings::default());
+        assert_eq!(d.mode, Mode::Degraded);
+        assert_eq!(d.probable_causes[0].cause, "filter");
+        assert_eq!(d.probable_causes[0].likelihood, "high");
+        assert_eq!(d.actions, vec!["read gauge", "change filter"]);
+        assert_eq!(d.sources.len(), 2);
+        assert!(!d.summary.is_empty());
+    }
+}

@@ -1,0 +1,32 @@
+//! tidewatch: an offline diagnosis daemon for marine equipment alarms.
+//!
+//! # Layout: how an alarm flows
+//! 1. `mqtt` polls the broker and hands each publish on `{prefix}/alarm/+`
+//!    to the `daemon`.
+//! 2. `alarm` checks the payload (size, UTF-8, fields); rejects go to the
+//!    error topic.
+//! 3. `queue` orders accepted alarms by severity, merges duplicates and
+//!    decides who is triaged when full.
+//! 4. A worker per slot takes a job to the `pipeline`: `retrieval` finds the
+//!    passages, `prompt` builds a short prompt, `llm` runs it on a slot thread
+//!    under the `watchdog`, and the output becomes a `diagnosis` (or a
+//!    degraded one from retrieval if the model fails).
+//! 5. The daemon publishes the diagnosis and only then acknowledges the alarm.
+//!    `systemd` reports readiness, status and liveness throughout.
+//!
+//! `config` is read once at start; `logging` picks journald or stderr.
+
+pub mod alarm;
+pub mod cli;
+pub mod config;
+pub mod daemon;
+pub mod diagnosis;
+pub mod llm;
+pub mod logging;
+pub mod mqtt;
+pub mod pipeline;
+pub mod prompt;
+pub mod queue;
+pub mod retrieval;
+pub mod systemd;
+pub mod watchdog;

@@ -1,0 +1,350 @@
+//! The LLM: one loaded model shared by generation slots, each slot an OS
+//! thread with its own context, driven from async code under the watchdog.
+//!
+//! Owns model loading, prompt rendering (GGUF template or the hand-written
+//! family template), slot lifecycles (start, cancel, reset, replace) and the
+//! model's identity for status and logs. It never talks to MQTT and never
+//! builds a diagnosis: `pipeline` does that from a `GenOutput`.
+
+pub mod schema;
+pub mod slot;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, OnceLock};
+use std::time::Duration;
+
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::{LlamaChatMessage, LlamaModel};
+
+use crate::config::{LlmConfig, TemplateChoice, WatchdogConfig};
+use crate::prompt::{self, Family};
+use crate::watchdog::{judge, Limits, Progress, Verdict};
+pub use slot::{GenOutput, GenRequest, SlotSettings, Style};
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LlmError {
+    #[error("model file {path} cannot be loaded: {reason}")]
+    Load { path: String, reason: String },
+    #[error("cannot create a llama.cpp context: {0}")]
+    Context(String),
+    #[error("decode failed: {0}")]
+    Decode(String),
+    #[error("prompt needs {need} tokens of context, llm.ctx is {have}")]
+    ContextFull { need: usize, have: usize },
+    #[error("grammar rejected by llama.cpp: {0}")]
+    Grammar(String),
+    #[error("generation was cancelled")]
+    Cancelled,
+    #[error("model output is unusable: {0}")]
+    Unusable(String),
+    #[error("chat template cannot be applied: {0}")]
+    Template(String),
+    #[error("slot {0} thread is gone")]
+    SlotGone(usize),
+}
+
+static BACKEND: OnceLock<LlamaBackend> = OnceLock::new();
+
+/// llama.cpp's backend is process-global and may be initialised only once.
+pub fn backend() -> &'static LlamaBackend {
+    BACKEND.get_or_init(|| {
+        llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
+        #[allow(clippy::expect_used)]
+        LlamaBackend::init().expect("llama.cpp backend initialises once per process")
+    })
+}
+
+/// What the model is, for status messages, `check-config` and logs.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ModelInfo {
+    /// File name of the GGUF: what diagnoses name as their `model`.
+    pub name: String,
+    pub architecture: String,
+    pub description: String,
+    pub params: u64,
+    pub file_bytes: u64,
+    pub template_family: Option<&'static str>,
+    pub thinking_template: bool,
+    pub llama_cpp: String,
+}
+
+/// The loaded model and how to talk to it.
+pub struct Model {
+    pub model: Arc<LlamaModel>,
+    pub info: ModelInfo,
+    gguf_template: Option<String>,
+    family: Family,
+    choice: TemplateChoice,
+    thinking: bool,
+}
+
+impl Model {
+    pub fn load(path: &Path, cfg: &LlmConfig) -> Result<Self, LlmError> {
+        let err = |reason: String| LlmError::Load {
+            path: path.display().to_string(),
+            reason,
+        };
+        let meta = std::fs::metadata(path).map_err(|e| err(e.to_string()))?;
+        let mut magic = [0u8; 4];
+        use std::io::Read;
+        std::fs::File::open(path)
+            .and_then(|mut f| f.read_exact(&mut magic))
+            .map_err(|e| err(e.to_string()))?;
+        if &magic != b"GGUF" {
+            return Err(err("not a GGUF file (bad magic)".into()));
+        }
+        let model = LlamaModel::load_from_file(backend(), path, &LlamaModelParams::default())
+            .map_err(|e| err(format!("{e} (is the llama.cpp build newer than the model architecture? see the log above)")))?;
+        let gguf_template = model
+            .chat_template(None)
+            .ok()
+            .and_then(|t| t.to_string().ok());
+        let family = match cfg.template {
+            TemplateChoice::ChatMl => Family::ChatMl,
+            TemplateChoice::Llama3 => Family::Llama3,
+            TemplateChoice::Gemma => Family::Gemma,
+            TemplateChoice::SmolLm => Family::SmolLm,
+            TemplateChoice::Auto => gguf_template
+                .as_deref()
+                .and_then(Family::detect)
+                .unwrap_or(Family::ChatMl),
+        };
+        let thinking_template = gguf_template
+            .as_deref()
+            .is_some_and(prompt::template_thinks);
+        let info = ModelInfo {
+            name: path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            architecture: model
+                .meta_val_str("general.architecture")
+                .unwrap_or_default(),
+            description: model.meta_val_str("general.name").unwrap_or_default(),
+            params: model.n_params(),
+            file_bytes: meta.len(),
+            template_family: gguf_template
+                .as_deref()
+                .and_then(Family::detect)
+                .map(Family::name),
+            thinking_template,
+            llama_cpp: llama_cpp_info(),
+        };
+        Ok(Self {
+            model: Arc::new(model),
+            info,
+            gguf_template,
+            family,
+            choice: cfg.template,
+            thinking: cfg.thinking,
+        })
+    }
+
+    pub fn family(&self) -> Family {
+        self.family
+    }
+
+    /// Token count of a text, without special tokens.
+    pub fn count_tokens(&self, text: &str) -> usize {
+        self.model
+            .vocab()
+            .tokenize(text.as_bytes(), false, false)
+            .len()
+    }
+
+    /// Renders system + user with the assistant turn opened. `fallback` forces
+    /// the hand-written family template (the retry path after a hang).
+    pub fn render(&self, system: &str, user: &str, fallback: bool) -> Result<String, LlmError> {
+        let mut text = match (&self.gguf_template, self.choice, fallback) {
+            (Some(t), TemplateChoice::Auto, false) => {
+                let tmpl = llama_cpp_2::model::LlamaChatTemplate::new(t)
+                    .map_err(|e| LlmError::Template(e.to_string()))?;
+                let msgs = [
+                    LlamaChatMessage::new("system".into(), system.into()),
+                    LlamaChatMessage::new("user".into(), user.into()),
+                ]
+                .into_iter()
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| LlmError::Template(e.to_string()))?;
+                match self.model.apply_chat_template(&tmpl, &msgs, true) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "gguf template not supported by llama.cpp; using the family template");
+                        self.family.render(system, user)
+                    }
+                }
+            }
+            _ => self.family.render(system, user),
+        };
+        if self.info.thinking_template && !self.thinking && !text.ends_with("</think>\n\n") {
+            text.push_str(prompt::EMPTY_THINK);
+        }
+        Ok(text)
+    }
+}
+
+fn llama_cpp_info() -> String {
+    // SAFETY: returns a static NUL-terminated string owned by llama.cpp.
+    let p = unsafe { llama_cpp_sys_2::llama_print_system_info() };
+    if p.is_null() {
+        return String::new();
+    }
+    let s = unsafe { std::ffi::CStr::from_ptr(p) };
+    s.to_string_lossy().trim().to_string()
+}
+
+/// Counters the slots share with the status reporter.
+#[derive(Debug, Default)]
+pub struct SlotCounters {
+    pub restarts: AtomicU64,
+    pub lost: AtomicU64,
+}
+
+/// Why a slot job did not produce output.
+#[derive(Debug, Clone)]
+pub enum SlotFailure {
+    /// The watchdog found it hung; the job was cancelled and the context rebuilt.
+    Hung(Verdict),
+    /// Hung and did not return from the cancel: the thread was abandoned and
+    /// replaced by a fresh slot.
+    Lost(Verdict),
+    /// The job failed by itself (decode error, unusable output).
+    Failed(LlmError),
+}
+
+/// The async handle of one slot thread.
+pub struct Slot {
+    pub id: usize,
+    model: Arc<LlamaModel>,
+    settings: SlotSettings,
+    tx: mpsc::SyncSender<slot::SlotMsg>,
+    pub progress: Arc<Progress>,
+    counters: Arc<SlotCounters>,
+}
+
+impl Slot {
+    /// Starts a slot thread and waits until its context exists.
+    pub async fn start(
+        id: usize,
+        model: Arc<LlamaModel>,
+        settings: SlotSettings,
+        counters: Arc<SlotCounters>,
+    ) -> Result<Self, LlmError> {
+        let (tx, progress) = spawn_thread(id, model.clone(), settings.clone()).await?;
+        Ok(Self {
+            id,
+            model,
+            settings,
+            tx,
+            progress,
+            counters,
+        })
+    }
+
+    /// Runs a job under the watchdog.
+    pub async fn run(
+        &mut self,
+        req: GenRequest,
+        wd: &WatchdogConfig,
+        deadline: Duration,
+    ) -> Result<GenOutput, SlotFailure> {
+        let limits = Limits {
+            stall: wd.stall_timeout,
+            deadline,
+        };
+        let (reply, mut rx) = tokio::sync::oneshot::channel();
+        if self.tx.try_send(slot::SlotMsg::Run(req, reply)).is_err() {
+            return Err(SlotFailure::Failed(LlmError::SlotGone(self.id)));
+        }
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                r = &mut rx => {
+                    return match r {
+                        Ok(Ok(out)) => Ok(out),
+                        Ok(Err(e)) => Err(SlotFailure::Failed(e)),
+                        Err(_) => Err(SlotFailure::Failed(LlmError::SlotGone(self.id))),
+                    };
+                }
+                _ = tick.tick() => {
+                    let p = &self.progress;
+                    let verdict = judge(&p.snapshot(), p.now_ms(), &limits);
+                    if !verdict.is_hung() {
+                        continue;
+                    }
+                    tracing::warn!(slot = self.id, reason = verdict.reason(), ?verdict, "slot hung; cancelling its job");
+                    p.cancel();
+                    return match tokio::time::timeout(wd.hard_timeout, &mut rx).await {
+                        Ok(Ok(_)) => {
+                            self.reset(wd.hard_timeout).await;
+                            Err(SlotFailure::Hung(verdict))
+                        }
+                        _ => {
+                            self.replace().await;
+                            Err(SlotFailure::Lost(verdict))
+                        }
+                    };
+                }
+            }
+        }
+    }
+
+    /// Drops and rebuilds the context; replaces the thread if it does not answer.
+    async fn reset(&mut self, hard: Duration) {
+        self.counters.restarts.fetch_add(1, Ordering::Relaxed);
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        if self.tx.try_send(slot::SlotMsg::Reset(reply)).is_ok() {
+            if let Ok(Ok(Ok(()))) = tokio::time::timeout(hard, rx).await {
+                tracing::info!(slot = self.id, "slot context rebuilt");
+                return;
+            }
+        }
+        self.replace().await;
+    }
+
+    /// Abandons the current thread (it may be wedged in native code) and starts
+    /// a fresh one. Counted as lost: the process heartbeat stops, so systemd
+    /// restarts tidewatch to reclaim the thread; the new slot serves until then.
+    async fn replace(&mut self) {
+        self.counters.lost.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(
+            slot = self.id,
+            "slot thread did not return from cancel; replacing it"
+        );
+        match spawn_thread(self.id, self.model.clone(), self.settings.clone()).await {
+            Ok((tx, progress)) => {
+                self.tx = tx;
+                self.progress = progress;
+            }
+            Err(e) => {
+                tracing::error!(slot = self.id, error = %e, "replacement slot failed to start")
+            }
+        }
+    }
+}
+
+async fn spawn_thread(
+    id: usize,
+    model: Arc<LlamaModel>,
+    settings: SlotSettings,
+) -> Result<(mpsc::SyncSender<slot::SlotMsg>, Arc<Progress>), LlmError> {
+    let progress = Arc::new(Progress::new());
+    let (tx, rx) = mpsc::sync_channel(1);
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let p = progress.clone();
+    std::thread::Builder::new()
+        .name(format!("tidewatch-slot-{id}"))
+        .spawn(move || slot::run(model, settings, p, rx, ready_tx, id))
+        .map_err(|e| LlmError::Context(format!("cannot spawn slot thread: {e}")))?;
+    let ready = tokio::task::spawn_blocking(move || ready_rx.recv())
+        .await
+        .map_err(|e| LlmError::Context(e.to_string()))?;
+    match ready {
+        Ok(Ok(())) => Ok((tx, progress)),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(LlmError::SlotGone(id)),
+    }
+}

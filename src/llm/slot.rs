@@ -1,0 +1,743 @@
+//! One generation slot: an OS thread that owns a llama.cpp context and runs
+//! generation jobs sent over a channel.
+//!
+//! Owns the decode loop: KV-prefix reuse, prompt chunking sized for progress
+//! reports, schema-driven generation (fixed JSON parts batched, only values
+//! sampled), the reference whole-grammar path, and the fault-injection hooks.
+//! It reports progress after every decode step and stops when its cancel flag
+//! is raised; it never decides on its own that it is hung (that is `watchdog`).
+
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::LlamaModel;
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+
+use super::schema::{self, Draft, DraftCause};
+use super::LlmError;
+use crate::watchdog::{is_looping, Progress};
+
+/// How the output is produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    /// Keys and punctuation fed as batched tokens; only values sampled.
+    Schema,
+    /// Everything sampled under the whole-diagnosis GBNF grammar (reference).
+    FullGrammar,
+}
+
+/// A generation job.
+#[derive(Debug, Clone)]
+pub struct GenRequest {
+    /// The rendered prompt, ending where the assistant's answer starts.
+    pub prompt: String,
+    pub n_passages: usize,
+    pub max_tokens: u32,
+    pub style: Style,
+    pub seed: u32,
+    pub temperature: f32,
+}
+
+/// What a finished job produced, with its measurements.
+#[derive(Debug, Clone, Default)]
+pub struct GenOutput {
+    pub draft: Draft,
+    /// The JSON text as the model saw it (fixed parts and values).
+    pub raw: String,
+    pub prompt_tokens: u32,
+    /// Prompt tokens found already in the KV cache and not decoded again.
+    pub reused_tokens: u32,
+    pub ttft_ms: f64,
+    /// Tokens chosen by the model (sampled values plus structural decisions).
+    pub generated_tokens: u32,
+    pub generation_ms: f64,
+    pub prompt_ms: f64,
+}
+
+pub(crate) enum SlotMsg {
+    Run(
+        GenRequest,
+        tokio::sync::oneshot::Sender<Result<GenOutput, LlmError>>,
+    ),
+    /// Drop the context and build a fresh one (after a cancelled job).
+    Reset(tokio::sync::oneshot::Sender<Result<(), LlmError>>),
+}
+
+/// Context settings shared by every slot.
+#[derive(Debug, Clone)]
+pub struct SlotSettings {
+    pub ctx: u32,
+    pub batch: u32,
+    pub threads: u32,
+    pub cpus: Option<Vec<usize>>,
+    /// First prompt chunk size; later chunks adapt to the measured prompt speed.
+    pub first_chunk: usize,
+}
+
+/// llama.cpp contexts must not be created concurrently from one model
+/// (llama-cpp-2 documents the race), so slot threads take turns.
+static CONTEXT_BUILD: Mutex<()> = Mutex::new(());
+
+extern "C" fn abort_callback(data: *mut std::ffi::c_void) -> bool {
+    // SAFETY: `data` is `Arc::as_ptr` of the slot's Progress, which the slot
+    // thread keeps alive for as long as the context exists.
+    let p = unsafe { &*(data as *const Progress) };
+    p.cancelled()
+}
+
+/// Context params with llama.cpp's abort callback set. llama-cpp-2 0.1.160
+/// does not wrap `abort_callback`, and `LlamaContextParams` is a single-field
+/// wrapper of `llama_context_params`; `transmute` checks the sizes, and
+/// `abort_params_keep_settings` tests that the round trip keeps the fields.
+pub(crate) fn with_abort(
+    params: LlamaContextParams,
+    progress: &Arc<Progress>,
+) -> LlamaContextParams {
+    // SAFETY: same size (checked by transmute) and a single-field struct.
+    let mut raw: llama_cpp_sys_2::llama_context_params = unsafe { std::mem::transmute(params) };
+    raw.abort_callback = Some(abort_callback);
+    raw.abort_callback_data = Arc::as_ptr(progress) as *mut std::ffi::c_void;
+    // SAFETY: as above.
+    unsafe { std::mem::transmute(raw) }
+}
+
+pub(crate) fn context_params(s: &SlotSettings, progress: &Arc<Progress>) -> LlamaContextParams {
+    let p = LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(s.ctx))
+        .with_n_batch(s.batch)
+        .with_n_ubatch(s.batch.min(512))
+        .with_n_threads(s.threads as i32)
+        .with_n_threads_batch(s.threads as i32);
+    with_abort(p, progress)
+}
+
+/// Fault injection (cargo feature `fault-injection`, env `TIDEWATCH_FAULT`).
+mod fault {
+    use super::*;
+
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub enum Fault {
+        None,
+        StallAfter(u32),
+        NativeStall,
+    }
+
+    static FIRED: AtomicBool = AtomicBool::new(false);
+
+    pub fn active() -> Fault {
+        if !cfg!(feature = "fault-injection") || FIRED.load(Ordering::SeqCst) {
+            return Fault::None;
+        }
+        match std::env::var("TIDEWATCH_FAULT").ok().as_deref() {
+            Some("native-stall") => Fault::NativeStall,
+            Some(s) => s
+                .strip_prefix("stall-after:")
+                .and_then(|n| n.parse().ok())
+                .map_or(Fault::None, Fault::StallAfter),
+            None => Fault::None,
+        }
+    }
+
+    /// Marks the fault as used; true for the one caller that fires it.
+    pub fn fire() -> bool {
+        !FIRED.swap(true, Ordering::SeqCst)
+    }
+}
+
+/// The slot thread's body. Runs until the channel closes.
+pub(crate) fn run(
+    model: Arc<LlamaModel>,
+    settings: SlotSettings,
+    progress: Arc<Progress>,
+    rx: mpsc::Receiver<SlotMsg>,
+    ready: std::sync::mpsc::Sender<Result<(), LlmError>>,
+    slot: usize,
+) {
+    if let Some(cpus) = &settings.cpus {
+        if let Err(e) = pin_to(cpus) {
+            tracing::warn!(slot, error = %e, "cannot pin slot thread to llm.cpus");
+        }
+    }
+    let backend = super::backend();
+    let build = || -> Result<LlamaContext<'_>, LlmError> {
+        let _g = CONTEXT_BUILD.lock().unwrap_or_else(|e| e.into_inner());
+        model
+            .new_context(backend, context_params(&settings, &progress))
+            .map_err(|e| LlmError::Context(e.to_string()))
+    };
+    let mut state = match build() {
+        Ok(ctx) => {
+            let _ = ready.send(Ok(()));
+            SlotState::new(&model, ctx, &settings, &progress)
+        }
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    while let Ok(msg) = rx.recv() {
+        match msg {
+            SlotMsg::Run(req, reply) => {
+                progress.start_job(req.max_tokens);
+                let r = state.generate(&req);
+                progress.finish_job();
+                let _ = reply.send(r);
+            }
+            SlotMsg::Reset(reply) => {
+                drop(state);
+                match build() {
+                    Ok(ctx) => {
+                        state = SlotState::new(&model, ctx, &settings, &progress);
+                        let _ = reply.send(Ok(()));
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn pin_to(cpus: &[usize]) -> nix::Result<()> {
+    let mut set = nix::sched::CpuSet::new();
+    for c in cpus {
+        set.set(*c)?;
+    }
+    // Pinning the slot thread before llama.cpp starts its worker threads makes
+    // them inherit the mask, so the whole slot stays on the chosen cores.
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
+}
+
+/// A slot's context and its KV bookkeeping.
+pub(crate) struct SlotState<'m> {
+    model: &'m LlamaModel,
+    ctx: LlamaContext<'m>,
+    batch: LlamaBatch<'static>,
+    /// Tokens whose keys/values are in the cache, at positions 0..len.
+    kv: Vec<LlamaToken>,
+    n_batch: usize,
+    n_ctx: usize,
+    /// Prompt tokens per decode call, adapted so each call takes about a
+    /// second: progress must be reported at least every 2 s on the board.
+    chunk: usize,
+    progress: &'m Progress,
+    /// Structural choices and sampled values, for the budget and the heartbeat.
+    generated: u32,
+    first_token_at: Option<Instant>,
+}
+
+impl<'m> SlotState<'m> {
+    pub(crate) fn new(
+        model: &'m LlamaModel,
+        ctx: LlamaContext<'m>,
+        s: &SlotSettings,
+        progress: &'m Arc<Progress>,
+    ) -> Self {
+        Self {
+            model,
+            ctx,
+            batch: LlamaBatch::new(s.batch as usize, 1),
+            kv: Vec::new(),
+            n_batch: s.batch as usize,
+            n_ctx: s.ctx as usize,
+            chunk: s.first_chunk.clamp(1, s.batch as usize),
+            progress,
+            generated: 0,
+            first_token_at: None,
+        }
+    }
+
+    fn tokenize(&self, text: &str, special: bool) -> Vec<LlamaToken> {
+        self.model
+            .vocab()
+            .tokenize(text.as_bytes(), special, special)
+    }
+
+    fn piece(&self, t: LlamaToken) -> Vec<u8> {
+        self.model.vocab().token_to_piece(t, false, None)
+    }
+
+    /// Decodes `tokens` after the cache, in chunks; logits for the last one.
+    /// Returns the batch index of that logit row.
+    fn decode(&mut self, tokens: &[LlamaToken], adapt: bool) -> Result<i32, LlmError> {
+        if tokens.is_empty() {
+            return Err(LlmError::Decode("nothing to decode".into()));
+        }
+        if self.kv.len() + tokens.len() >= self.n_ctx {
+            return Err(LlmError::ContextFull {
+                need: self.kv.len() + tokens.len(),
+                have: self.n_ctx,
+            });
+        }
+        let mut last_idx = 0;
+        let mut i = 0;
+        while i < tokens.len() {
+            if self.progress.cancelled() {
+                return Err(LlmError::Cancelled);
+            }
+            if fault::active() == fault::Fault::NativeStall && fault::fire() {
+                tracing::warn!("fault injection: native-stall, this decode never returns");
+                loop {
+                    std::thread::sleep(Duration::from_secs(3600));
+                }
+            }
+            let step = if adapt { self.chunk } else { self.n_batch };
+            let end = (i + step).min(tokens.len());
+            self.batch.clear();
+            for (j, t) in tokens[i..end].iter().enumerate() {
+                let pos = (self.kv.len() + j) as i32;
+                let last = i + j + 1 == tokens.len();
+                self.batch
+                    .add(*t, pos, &[0], last)
+                    .map_err(|e| LlmError::Decode(e.to_string()))?;
+            }
+            let t0 = Instant::now();
+            self.ctx.decode(&mut self.batch).map_err(|e| {
+                if self.progress.cancelled() {
+                    LlmError::Cancelled
+                } else {
+                    LlmError::Decode(e.to_string())
+                }
+            })?;
+            if adapt && end - i >= 8 {
+                let rate = (end - i) as f64 / t0.elapsed().as_secs_f64().max(1e-6);
+                self.chunk = (rate as usize).clamp(8, self.n_batch);
+            }
+            self.kv.extend_from_slice(&tokens[i..end]);
+            last_idx = (end - i - 1) as i32;
+            self.progress.tick(self.generated);
+            i = end;
+        }
+        Ok(last_idx)
+    }
+
+    /// Brings the cache to `prompt`, reusing the longest common prefix, and
+    /// returns the logits index plus how many tokens were reused.
+    fn prefill(&mut self, prompt: &[LlamaToken]) -> Result<(i32, usize), LlmError> {
+        let mut lcp = self
+            .kv
+            .iter()
+            .zip(prompt)
+            .take_while(|(a, b)| a == b)
+            .count();
+        // At least one token must be decoded to get fresh logits.
+        if lcp == prompt.len() {
+            lcp -= 1;
+        }
+        if lcp < self.kv.len() {
+            let ok = self
+                .ctx
+                .clear_kv_cache_seq(Some(0), Some(lcp as u32), None)
+                .map_err(|e| LlmError::Decode(e.to_string()))?;
+            if !ok {
+                self.ctx.clear_kv_cache();
+                lcp = 0;
+            }
+            self.kv.truncate(lcp);
+        }
+        let idx = self.decode(&prompt[lcp..], true)?;
+        Ok((idx, lcp))
+    }
+
+    pub(crate) fn generate(&mut self, req: &GenRequest) -> Result<GenOutput, LlmError> {
+        self.generated = 0;
+        self.first_token_at = None;
+        let t0 = Instant::now();
+        let bos = self.tokenize(&req.prompt, true);
+        let prompt_tokens = bos.len() as u32;
+        let mut out = GenOutput {
+            prompt_tokens,
+            ..Default::default()
+        };
+        let res = match req.style {
+            Style::Schema => self.generate_schema(req, bos, &mut out, t0),
+            Style::FullGrammar => self.generate_full(req, bos, &mut out, t0),
+        };
+        if res.is_err() {
+            // A cancelled or failed decode leaves the cache in an unknown state.
+            self.kv.clear();
+            self.ctx.clear_kv_cache();
+        }
+        res?;
+        out.generated_tokens = self.generated;
+        let first = self.first_token_at.unwrap_or_else(Instant::now);
+        out.ttft_ms = (first - t0).as_secs_f64() * 1e3;
+        out.generation_ms = first.elapsed().as_secs_f64() * 1e3;
+        Ok(out)
+    }
+
+    fn sampler(&self, grammar: &str, req: &GenRequest) -> Result<LlamaSampler, LlmError> {
+        let g = LlamaSampler::grammar(self.model, grammar, "root")
+            .map_err(|e| LlmError::Grammar(e.to_string()))?;
+        let n_vocab = self.model.n_vocab();
+        // top_k first keeps the grammar check to 40 candidates per step instead
+        // of the whole vocabulary (151k for Qwen): that is most of the cost of
+        // constrained sampling on a small CPU.
+        let mut chain = vec![
+            LlamaSampler::top_k(40),
+            LlamaSampler::penalties(n_vocab, 64, 1.15, 0.0, 0.0),
+            g,
+        ];
+        if req.temperature <= 0.0 {
+            chain.push(LlamaSampler::greedy());
+        } else {
+            chain.push(LlamaSampler::temp(req.temperature));
+            chain.push(LlamaSampler::dist(req.seed));
+        }
+        Ok(LlamaSampler::chain_simple(chain))
+    }
+
+    fn note_generated(&mut self, n: u32) -> Result<(), LlmError> {
+        if self.first_token_at.is_none() {
+            self.first_token_at = Some(Instant::now());
+        }
+        self.generated += n;
+        self.progress.tick(self.generated);
+        if let fault::Fault::StallAfter(k) = fault::active() {
+            if self.generated >= k && fault::fire() {
+                tracing::warn!(after = k, "fault injection: stall-after, no more progress");
+                while !self.progress.cancelled() {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                return Err(LlmError::Cancelled);
+            }
+        }
+        if self.progress.cancelled() {
+            return Err(LlmError::Cancelled);
+        }
+        Ok(())
+    }
+
+    /// Samples one JSON string value (its closing quote included) starting
+    /// with logits at `idx`. Returns the value and the new logits index. The
+    /// closing token is left pending in `pending`.
+    fn string_value(
+        &mut self,
+        sampler: &mut LlamaSampler,
+        mut idx: i32,
+        cap: usize,
+        budget: u32,
+        pending: &mut Vec<LlamaToken>,
+    ) -> Result<String, LlmError> {
+        sampler.reset();
+        let mut bytes: Vec<u8> = Vec::new();
+        let mut toks: Vec<LlamaToken> = Vec::new();
+        loop {
+            if toks.len() >= cap || self.generated >= budget || is_looping(&toks) {
+                if is_looping(&toks) {
+                    tracing::debug!("repetition guard closed a value");
+                }
+                pending.extend(self.tokenize("\"", false));
+                break;
+            }
+            let t = sampler.sample(&self.ctx, idx);
+            let piece = self.piece(t);
+            self.note_generated(1)?;
+            match classify(&piece) {
+                Piece::Body => {
+                    bytes.extend_from_slice(&piece);
+                    toks.push(t);
+                    idx = self.decode(&[t], false)?;
+                }
+                Piece::Close(n) => {
+                    bytes.extend_from_slice(&piece[..n]);
+                    pending.push(t);
+                    break;
+                }
+                Piece::Invalid => {
+                    // Every candidate was refused (possible with top_k before the
+                    // grammar); close the value rather than emit broken JSON.
+                    pending.extend(self.tokenize("\"", false));
+                    break;
+                }
+            }
+        }
+        let s = valid_utf8_prefix(bytes);
+        Ok(s.trim().to_string())
+    }
+
+    /// Picks one of `alts` by the model's logits, feeding shared tokens as
+    /// fixed text. `pending` holds tokens not yet decoded; returns the choice.
+    fn choose(&mut self, alts: &[&str], pending: &mut Vec<LlamaToken>) -> Result<usize, LlmError> {
+        let seqs: Vec<Vec<LlamaToken>> = alts.iter().map(|a| self.tokenize(a, false)).collect();
+        let mut live: Vec<usize> = (0..alts.len()).collect();
+        let mut depth = 0;
+        loop {
+            if live.len() == 1 {
+                let k = live[0];
+                pending.extend_from_slice(&seqs[k][depth.min(seqs[k].len())..]);
+                return Ok(k);
+            }
+            let firsts: Vec<Option<LlamaToken>> =
+                live.iter().map(|&k| seqs[k].get(depth).copied()).collect();
+            if firsts.iter().all(|t| *t == firsts[0] && t.is_some()) {
+                pending.push(firsts[0].expect("checked"));
+                depth += 1;
+                continue;
+            }
+            let idx = self.decode(&std::mem::take(pending), false)?;
+            let logits = self.ctx.get_logits_ith(idx);
+            let score = |t: Option<LlamaToken>| {
+                t.map_or(f32::NEG_INFINITY, |t| {
+                    logits
+                        .get(t.0 as usize)
+                        .copied()
+                        .unwrap_or(f32::NEG_INFINITY)
+                })
+            };
+            let best = live
+                .iter()
+                .copied()
+                .max_by(|a, b| {
+                    score(seqs[*a].get(depth).copied())
+                        .total_cmp(&score(seqs[*b].get(depth).copied()))
+                })
+                .expect("at least two alternatives");
+            let tok = seqs[best].get(depth).copied();
+            live.retain(|&k| seqs[k].get(depth).copied() == tok);
+            self.note_generated(1)?;
+            if let Some(t) = tok {
+                pending.push(t);
+            }
+            depth += 1;
+        }
+    }
+
+    fn generate_schema(
+        &mut self,
+        req: &GenRequest,
+        mut prompt: Vec<LlamaToken>,
+        out: &mut GenOutput,
+        t0: Instant,
+    ) -> Result<(), LlmError> {
+        let budget = req.max_tokens;
+        prompt.extend(self.tokenize(schema::OPEN, false));
+        let (mut idx, reused) = self.prefill(&prompt)?;
+        out.reused_tokens = reused as u32;
+        out.prompt_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let mut sampler = self.sampler(schema::STRING_BODY_GBNF, req)?;
+        let mut pending: Vec<LlamaToken> = Vec::new();
+        let mut draft = Draft {
+            summary: self.string_value(
+                &mut sampler,
+                idx,
+                schema::SUMMARY_TOKENS,
+                budget,
+                &mut pending,
+            )?,
+            ..Default::default()
+        };
+        pending.extend(self.tokenize(&schema::SUMMARY_TO_CAUSES[1..], false));
+        loop {
+            idx = self.decode(&std::mem::take(&mut pending), false)?;
+            let cause =
+                self.string_value(&mut sampler, idx, schema::ITEM_TOKENS, budget, &mut pending)?;
+            pending.extend(self.tokenize(&schema::CAUSE_TO_LIKELIHOOD[1..], false));
+            let l = self.choose(&schema::LIKELIHOODS, &mut pending)?;
+            draft.probable_causes.push(DraftCause {
+                cause,
+                likelihood: schema::LIKELIHOODS[l].to_string(),
+            });
+            let more = draft.probable_causes.len() < schema::MAX_CAUSES && self.generated < budget;
+            let next = if more {
+                self.choose(
+                    &[schema::NEXT_CAUSE, schema::CAUSES_TO_ACTIONS],
+                    &mut pending,
+                )?
+            } else {
+                pending.extend(self.tokenize(schema::CAUSES_TO_ACTIONS, false));
+                1
+            };
+            if next == 1 {
+                break;
+            }
+        }
+        loop {
+            idx = self.decode(&std::mem::take(&mut pending), false)?;
+            let action =
+                self.string_value(&mut sampler, idx, schema::ITEM_TOKENS, budget, &mut pending)?;
+            draft.actions.push(action);
+            let more = draft.actions.len() < schema::MAX_ACTIONS && self.generated < budget;
+            let next = if more {
+                self.choose(
+                    &[schema::NEXT_ITEM, schema::ACTIONS_TO_SOURCES],
+                    &mut pending,
+                )?
+            } else {
+                pending.extend(self.tokenize(schema::ACTIONS_TO_SOURCES, false));
+                1
+            };
+            if next == 1 {
+                break;
+            }
+        }
+        let labels: Vec<String> = (1..=req.n_passages.max(1))
+            .map(|i| format!("P{i}\""))
+            .collect();
+        let label_refs: Vec<&str> = labels.iter().map(String::as_str).collect();
+        loop {
+            let s = self.choose(&label_refs, &mut pending)?;
+            if !draft.sources.contains(&format!("P{}", s + 1)) {
+                draft.sources.push(format!("P{}", s + 1));
+            }
+            let more = draft.sources.len() < req.n_passages && self.generated < budget;
+            let next = if more {
+                self.choose(&[",\"", "]}"], &mut pending)?
+            } else {
+                pending.extend(self.tokenize("]}", false));
+                1
+            };
+            if next == 1 {
+                break;
+            }
+        }
+        // The closing tokens stay pending: they would only be decoded to be
+        // thrown away, and the next job's prefix match stops before them anyway.
+        out.raw = render_raw(&draft);
+        out.draft = draft;
+        Ok(())
+    }
+
+    fn generate_full(
+        &mut self,
+        req: &GenRequest,
+        prompt: Vec<LlamaToken>,
+        out: &mut GenOutput,
+        t0: Instant,
+    ) -> Result<(), LlmError> {
+        let (mut idx, reused) = self.prefill(&prompt)?;
+        out.reused_tokens = reused as u32;
+        out.prompt_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let grammar = schema::full_gbnf(req.n_passages);
+        let g = LlamaSampler::grammar(self.model, &grammar, "root")
+            .map_err(|e| LlmError::Grammar(e.to_string()))?;
+        // The grammar sees the whole vocabulary here: this is the reference path.
+        let mut sampler = LlamaSampler::chain_simple([
+            g,
+            LlamaSampler::penalties(self.model.n_vocab(), 64, 1.15, 0.0, 0.0),
+            LlamaSampler::temp(req.temperature.max(0.01)),
+            LlamaSampler::dist(req.seed),
+        ]);
+        let mut bytes = Vec::new();
+        let vocab = self.model.vocab();
+        while self.generated < req.max_tokens {
+            let t = sampler.sample(&self.ctx, idx);
+            self.note_generated(1)?;
+            if vocab.is_eog(t) {
+                break;
+            }
+            bytes.extend_from_slice(&self.piece(t));
+            if let Ok(d) = serde_json::from_slice::<Draft>(&bytes) {
+                out.draft = d;
+                out.raw = String::from_utf8_lossy(&bytes).into_owned();
+                return Ok(());
+            }
+            idx = self.decode(&[t], false)?;
+        }
+        out.raw = String::from_utf8_lossy(&bytes).into_owned();
+        Err(LlmError::Unusable(format!(
+            "output did not complete the schema within {} tokens",
+            req.max_tokens
+        )))
+    }
+}
+
+enum Piece {
+    Body,
+    /// Ends the string; the value bytes are the first `n`.
+    Close(usize),
+    Invalid,
+}
+
+fn classify(piece: &[u8]) -> Piece {
+    for (i, b) in piece.iter().enumerate() {
+        match b {
+            b'"' => {
+                return if i + 1 == piece.len() {
+                    Piece::Close(i)
+                } else {
+                    Piece::Invalid
+                }
+            }
+            b'\\' | 0x00..=0x1f | 0x7f => return Piece::Invalid,
+            _ => {}
+        }
+    }
+    if piece.is_empty() {
+        Piece::Invalid
+    } else {
+        Piece::Body
+    }
+}
+
+fn valid_utf8_prefix(mut bytes: Vec<u8>) -> String {
+    match String::from_utf8(bytes.clone()) {
+        Ok(s) => s,
+        Err(e) => {
+            bytes.truncate(e.utf8_error().valid_up_to());
+            String::from_utf8(bytes).unwrap_or_default()
+        }
+    }
+}
+
+/// The JSON the schema path produced, for logs and validity checks.
+pub fn render_raw(d: &Draft) -> String {
+    let causes: Vec<serde_json::Value> = d
+        .probable_causes
+        .iter()
+        .map(|c| serde_json::json!({"cause": c.cause, "likelihood": c.likelihood}))
+        .collect();
+    serde_json::json!({
+        "summary": d.summary,
+        "probable_causes": causes,
+        "actions": d.actions,
+        "sources": d.sources,
+    })
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_are_classified_for_json_strings() {
+        assert!(matches!(classify(b"oil"), Piece::Body));
+        assert!(matches!(classify(b"\""), Piece::Close(0)));
+        assert!(matches!(classify(b"ing\""), Piece::Close(3)));
+        assert!(matches!(classify(b"\","), Piece::Invalid));
+        assert!(matches!(classify(b"a\\n"), Piece::Invalid));
+        assert!(matches!(classify(b"\n"), Piece::Invalid));
+    }
+
+    #[test]
+    fn split_utf8_is_cut_back_to_a_char_boundary() {
+        let mut b = "滑油".as_bytes().to_vec();
+        b.pop();
+        assert_eq!(valid_utf8_prefix(b), "滑");
+    }
+
+    #[test]
+    fn abort_params_keep_settings() {
+        let p = Arc::new(Progress::new());
+        let params = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(1234))
+            .with_n_batch(77)
+            .with_n_threads(3);
+        let q = with_abort(params, &p);
+        assert_eq!(q.n_ctx(), NonZeroU32::new(1234));
+        assert_eq!(q.n_batch(), 77);
+        assert_eq!(q.n_threads(), 3);
+        let raw: llama_cpp_sys_2::llama_context_params = unsafe { std::mem::transmute(q) };
+        assert!(raw.abort_callback.is_some());
+        assert_eq!(raw.abort_callback_data as *const Progress, Arc::as_ptr(&p));
+    }
+}

@@ -1,0 +1,213 @@
+//! MQTT: client options, topic names, and the task that owns the event loop.
+//!
+//! The poller only polls: it forwards inbound alarms and connection changes
+//! over a channel and never publishes (a publish from the polling task can
+//! deadlock against its own request queue). On errors it backs off with
+//! exponential delay and jitter, then polls again, which reconnects.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rumqttc::{
+    AsyncClient, Event, EventLoop, LastWill, MqttOptions, Packet, Publish, QoS, Transport,
+};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::MqttConfig;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MqttError {
+    #[error("mqtt.tls file {path}: {reason}")]
+    Tls { path: String, reason: String },
+    #[error("cannot reach the MQTT broker at {addr}: {reason}")]
+    Connect { addr: String, reason: String },
+}
+
+/// Topic names derived from `mqtt.topic_prefix`.
+#[derive(Debug, Clone)]
+pub struct Topics {
+    pub prefix: String,
+}
+
+impl Topics {
+    pub fn alarms(&self) -> String {
+        format!("{}/alarm/+", self.prefix)
+    }
+    pub fn diagnosis(&self, equipment: &str) -> String {
+        format!("{}/diagnosis/{equipment}", self.prefix)
+    }
+    pub fn error(&self) -> String {
+        format!("{}/error", self.prefix)
+    }
+    pub fn status(&self) -> String {
+        format!("{}/status", self.prefix)
+    }
+}
+
+/// Diagnoses are a few KiB; rumqttc's 10 KiB default would refuse long ones
+/// in Chinese. Inbound alarms are bounded separately by `mqtt.max_alarm_bytes`.
+pub const MAX_PACKET: usize = 256 * 1024;
+
+/// Largest inbound packet read off the wire; see `options`.
+pub const MAX_INBOUND: usize = 16 * 1024 * 1024;
+
+pub fn options(cfg: &MqttConfig) -> Result<MqttOptions, MqttError> {
+    let topics = Topics {
+        prefix: cfg.topic_prefix.clone(),
+    };
+    let mut o = MqttOptions::new(cfg.client_id.clone(), cfg.host.clone(), cfg.port);
+    o.set_keep_alive(cfg.keep_alive);
+    // A persistent session is what makes the broker keep and redeliver alarms
+    // that arrived while tidewatch was down or had not acknowledged them yet.
+    o.set_clean_session(false);
+    o.set_manual_acks(true);
+    // Inbound packets must be accepted well past `max_alarm_bytes`: rumqttc
+    // drops the whole connection on an oversized packet, and with a persistent
+    // session the broker would redeliver that poison message forever. Oversized
+    // alarms are rejected (and acknowledged) by `alarm::parse` instead. Set the
+    // broker's message_size_limit below this (deploy/mosquitto/).
+    o.set_max_packet_size(MAX_INBOUND, MAX_PACKET);
+    o.set_inflight(32);
+    o.set_last_will(LastWill::new(
+        topics.status(),
+        r#"{"state":"offline"}"#,
+        QoS::AtLeastOnce,
+        true,
+    ));
+    if let Some(u) = &cfg.username {
+        o.set_credentials(u.clone(), cfg.password.clone().unwrap_or_default());
+    }
+    if let Some(tls) = &cfg.tls {
+        o.set_transport(tls_transport(tls)?);
+    }
+    Ok(o)
+}
+
+fn tls_transport(tls: &crate::config::TlsConfig) -> Result<Transport, MqttError> {
+    let read = |p: &std::path::Path| {
+        std::fs::read(p).map_err(|e| MqttError::Tls {
+            path: p.display().to_string(),
+            reason: e.to_string(),
+        })
+    };
+    let ca = read(&tls.ca)?;
+    let client_auth = match &tls.client_auth {
+        Some((c, k)) => Some((read(c)?, read(k)?)),
+        None => None,
+    };
+    let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
+    Ok(Transport::tls_with_config(
+        rumqttc::TlsConfiguration::Simple {
+            ca,
+            alpn: None,
+            client_auth,
+        },
+    ))
+}
+
+/// What the poller tells the rest of the daemon.
+#[derive(Debug)]
+pub enum Inbound {
+    Connected { session_present: bool },
+    Alarm(Publish),
+    PubAck(u16),
+    SubAck,
+    Disconnected(String),
+}
+
+/// Delay before the n-th consecutive reconnect attempt: 250 ms doubling to a
+/// cap of 8 s, with up to 25% jitter so a fleet of boards does not reconnect
+/// in lockstep after a shore broker restart. `jitter` is in 0.0..1.0.
+pub fn backoff(attempt: u32, jitter: f64) -> Duration {
+    let base = 250u64.saturating_mul(1u64 << attempt.min(5)).min(8_000);
+    let j = (base as f64 * 0.25 * jitter.clamp(0.0, 1.0)) as u64;
+    Duration::from_millis(base + j)
+}
+
+/// Owns `eventloop.poll()`. `turned` is stamped (ms since `epoch`) after every
+/// poll so the systemd watchdog can tell a stuck loop from a quiet one.
+pub async fn run_poller(
+    mut eventloop: EventLoop,
+    tx: mpsc::Sender<Inbound>,
+    turned: Arc<AtomicU64>,
+    epoch: std::time::Instant,
+    cancel: CancellationToken,
+) {
+    let mut failures = 0u32;
+    loop {
+        let ev = tokio::select! {
+            _ = cancel.cancelled() => return,
+            ev = eventloop.poll() => ev,
+        };
+        turned.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+        let msg = match ev {
+            Ok(Event::Incoming(Packet::ConnAck(ack))) => {
+                failures = 0;
+                Some(Inbound::Connected {
+                    session_present: ack.session_present,
+                })
+            }
+            Ok(Event::Incoming(Packet::Publish(p))) => Some(Inbound::Alarm(p)),
+            Ok(Event::Incoming(Packet::PubAck(a))) => Some(Inbound::PubAck(a.pkid)),
+            Ok(Event::Incoming(Packet::SubAck(_))) => Some(Inbound::SubAck),
+            Ok(_) => None,
+            Err(e) => {
+                let _ = tx.try_send(Inbound::Disconnected(e.to_string()));
+                let d = backoff(failures, rand::random::<f64>());
+                failures = failures.saturating_add(1);
+                tracing::warn!(error = %e, retry_in_ms = d.as_millis() as u64, "mqtt connection lost");
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep(d) => {}
+                }
+                turned.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+                None
+            }
+        };
+        if let Some(m) = msg {
+            // Never block the poll loop: if the daemon is this far behind, the
+            // alarm stays unacknowledged and the broker redelivers it later.
+            if let Err(e) = tx.try_send(m) {
+                tracing::error!(error = %e, "inbound channel full; leaving message unacknowledged");
+            }
+        }
+    }
+}
+
+/// Publishes as QoS 1; `retain` for the status topic.
+pub async fn publish(
+    client: &AsyncClient,
+    topic: String,
+    payload: Vec<u8>,
+    retain: bool,
+) -> Result<(), rumqttc::ClientError> {
+    client
+        .publish(topic, QoS::AtLeastOnce, retain, payload)
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_to_a_cap_with_bounded_jitter() {
+        assert_eq!(backoff(0, 0.0), Duration::from_millis(250));
+        assert_eq!(backoff(1, 0.0), Duration::from_millis(500));
+        assert_eq!(backoff(10, 0.0), Duration::from_millis(8_000));
+        assert_eq!(backoff(10, 1.0), Duration::from_millis(10_000));
+        assert!(backoff(3, 0.5) > backoff(3, 0.0));
+    }
+
+    #[test]
+    fn topics_follow_the_prefix() {
+        let t = Topics {
+            prefix: "tw".into(),
+        };
+        assert_eq!(t.alarms(), "tw/alarm/+");
+        assert_eq!(t.diagnosis("ME1"), "tw/diagnosis/ME1");
+        assert_eq!(t.status(), "tw/status");
+    }
+}

@@ -1,0 +1,274 @@
+//! The diagnosis pipeline: alarm → retrieval → prompt → slot → diagnosis, with
+//! the retry-on-fallback and degrade steps that make sure every alarm gets an
+//! answer.
+//!
+//! Owns the choice between modes and the shared counters. It does not know
+//! about MQTT, queues or systemd; the daemon and the one-shot `diagnose`
+//! command both call it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::alarm::Alarm;
+use crate::config::Config;
+use crate::diagnosis::{self, dedup_sources, Cause, Diagnosis, Mode, Source, Timings};
+use crate::llm::schema::passage_index;
+use crate::llm::{GenOutput, GenRequest, Model, Slot, SlotCounters, SlotFailure, Style};
+use crate::prompt::{self, strip_think};
+use crate::retrieval::{Hit, Index, Query};
+
+/// Counters published on the status topic.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub diagnosed: AtomicU64,
+    pub degraded: AtomicU64,
+    pub triage: AtomicU64,
+    pub merged: AtomicU64,
+    pub rejected: AtomicU64,
+    pub replayed: AtomicU64,
+    pub queue_depth: AtomicU64,
+    pub slots: Arc<SlotCounters>,
+}
+
+impl Counters {
+    pub fn to_json(&self) -> serde_json::Value {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        serde_json::json!({
+            "diagnosed": g(&self.diagnosed),
+            "degraded": g(&self.degraded),
+            "triage": g(&self.triage),
+            "merged": g(&self.merged),
+            "rejected": g(&self.rejected),
+            "replayed": g(&self.replayed),
+            "slot_restarts": g(&self.slots.restarts),
+            "slots_lost": g(&self.slots.lost),
+            "queue_depth": g(&self.queue_depth),
+        })
+    }
+}
+
+pub struct Pipeline {
+    pub index: Arc<Index>,
+    pub model: Arc<Model>,
+    pub cfg: Arc<Config>,
+    pub counters: Arc<Counters>,
+}
+
+/// A prepared generation: the request and the passages its P-labels refer to.
+pub struct Prepared {
+    pub request: GenRequest,
+    pub hits: Vec<Hit>,
+    pub retrieval_ms: f64,
+}
+
+impl Pipeline {
+    pub fn retrieve(&self, alarm: &Alarm) -> (Vec<Hit>, f64) {
+        let t = Instant::now();
+        let q = Query {
+            text: alarm.query_text(),
+            code: Some(alarm.code.clone()),
+            kind: alarm.kind.clone(),
+        };
+        let hits = match self.index.search(&q, self.cfg.knowledge.top_k) {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::error!(error = %e, "retrieval failed; answering without passages");
+                Vec::new()
+            }
+        };
+        (hits, t.elapsed().as_secs_f64() * 1e3)
+    }
+
+    /// Builds the prompt for an alarm. `fallback` selects the hand-written
+    /// template and the shorter budget used on the retry path.
+    pub fn prepare(
+        &self,
+        alarm: &Alarm,
+        hits: Vec<Hit>,
+        retrieval_ms: f64,
+        fallback: bool,
+        style: Style,
+    ) -> Prepared {
+        let llm = &self.cfg.llm;
+        let overhead = self
+            .model
+            .count_tokens(&self.model.family().render(prompt::SYSTEM_PROMPT, ""))
+            + 8;
+        let budget = (llm.prompt_budget as usize).saturating_sub(overhead);
+        let count = |s: &str| self.model.count_tokens(s);
+        let (user, used) = prompt::user_turn(alarm, &hits, budget, &count);
+        let used: Vec<Hit> = used.into_iter().cloned().collect();
+        let text = match self.model.render(prompt::SYSTEM_PROMPT, &user, fallback) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(error = %e, "template failed; using the family template");
+                self.model.family().render(prompt::SYSTEM_PROMPT, &user)
+            }
+        };
+        let max_tokens = if fallback {
+            (llm.max_tokens / 2).max(48)
+        } else {
+            llm.max_tokens
+        };
+        Prepared {
+            request: GenRequest {
+                prompt: text,
+                n_passages: used.len(),
+                max_tokens,
+                style,
+                seed: llm.seed,
+                temperature: llm.temperature,
+            },
+            hits: used,
+            retrieval_ms,
+        }
+    }
+
+    /// Diagnoses one alarm on `slot`. Never fails: the worst case is "degraded".
+    pub async fn diagnose(&self, slot: &mut Slot, alarm: &Alarm) -> Diagnosis {
+        let (hits, retrieval_ms) = self.retrieve(alarm);
+        let wd = self.cfg.watchdog;
+        let first = self.prepare(alarm, hits.clone(), retrieval_ms, false, Style::Schema);
+        let prepared_hits = first.hits.clone();
+        let failure = match slot.run(first.request, &wd, wd.deadline).await {
+            Ok(out) => match self.finish(alarm, &prepared_hits, retrieval_ms, out) {
+                Ok(d) => return self.count(d),
+                Err(why) => why,
+            },
+            Err(f) => describe(&f),
+        };
+        tracing::warn!(alarm_id = %alarm.id, reason = %failure, "retrying on the fallback path");
+        let retry = self.prepare(alarm, hits.clone(), retrieval_ms, true, Style::Schema);
+        let retry_hits = retry.hits.clone();
+        let deadline = (wd.deadline / 2).max(Duration::from_secs(1));
+        match slot.run(retry.request, &wd, deadline).await {
+            Ok(out) => match self.finish(alarm, &retry_hits, retrieval_ms, out) {
+                Ok(d) => return self.count(d),
+                Err(why) => {
+                    tracing::warn!(alarm_id = %alarm.id, reason = %why, "fallback output unusable")
+                }
+            },
+            Err(f) => {
+                tracing::warn!(alarm_id = %alarm.id, reason = %describe(&f), "fallback failed")
+            }
+        }
+        let t = Timings {
+            retrieval_ms,
+            ..Default::default()
+        };
+        self.count(diagnosis::from_passages(
+            alarm,
+            &hits,
+            Mode::Degraded,
+            &self.model.info.name,
+            t,
+        ))
+    }
+
+    /// A retrieval-only answer for an alarm that must not wait (alarm storms).
+    pub fn triage(&self, alarm: &Alarm) -> Diagnosis {
+        let (hits, retrieval_ms) = self.retrieve(alarm);
+        let t = Timings {
+            retrieval_ms,
+            ..Default::default()
+        };
+        self.count(diagnosis::from_passages(
+            alarm,
+            &hits,
+            Mode::Triage,
+            &self.model.info.name,
+            t,
+        ))
+    }
+
+    fn count(&self, d: Diagnosis) -> Diagnosis {
+        let c = match d.mode {
+            Mode::Full => &self.counters.diagnosed,
+            Mode::Degraded => &self.counters.degraded,
+            Mode::Triage => &self.counters.triage,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+        d
+    }
+
+    /// Turns model output into a diagnosis, or says why it is unusable.
+    pub fn finish(
+        &self,
+        alarm: &Alarm,
+        hits: &[Hit],
+        retrieval_ms: f64,
+        out: GenOutput,
+    ) -> Result<Diagnosis, String> {
+        let d = out.draft;
+        let summary = strip_think(&d.summary);
+        if summary.is_empty() {
+            return Err("empty summary".into());
+        }
+        let probable_causes: Vec<Cause> = d
+            .probable_causes
+            .into_iter()
+            .map(|c| Cause {
+                cause: strip_think(&c.cause),
+                likelihood: c.likelihood,
+            })
+            .filter(|c| !c.cause.is_empty())
+            .collect();
+        if probable_causes.is_empty() {
+            return Err("no probable causes".into());
+        }
+        let actions: Vec<String> = d
+            .actions
+            .iter()
+            .map(|a| strip_think(a))
+            .filter(|a| !a.is_empty())
+            .collect();
+        // Only passages we actually retrieved may be cited; anything else is dropped.
+        let sources = dedup_sources(
+            d.sources
+                .iter()
+                .filter_map(|l| passage_index(l, hits.len()))
+                .map(|i| Source {
+                    doc: hits[i].doc.clone(),
+                    section: hits[i].section.clone(),
+                }),
+        );
+        let gen_s = out.generation_ms / 1e3;
+        Ok(Diagnosis {
+            alarm_id: alarm.id.clone(),
+            equipment: alarm.equipment.clone(),
+            code: alarm.code.clone(),
+            summary,
+            probable_causes,
+            actions,
+            sources,
+            mode: Mode::Full,
+            model: self.model.info.name.clone(),
+            timings: Timings {
+                retrieval_ms: round2(retrieval_ms),
+                prompt_tokens: out.prompt_tokens,
+                ttft_ms: round2(out.ttft_ms),
+                generated_tokens: out.generated_tokens,
+                generation_ms: round2(out.generation_ms),
+                tokens_per_s: if gen_s > 0.0 {
+                    round2(f64::from(out.generated_tokens) / gen_s)
+                } else {
+                    0.0
+                },
+            },
+            ts: diagnosis::now_rfc3339(),
+        })
+    }
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+fn describe(f: &SlotFailure) -> String {
+    match f {
+        SlotFailure::Hung(v) => format!("slot hung ({})", v.reason()),
+        SlotFailure::Lost(v) => format!("slot lost ({})", v.reason()),
+        SlotFailure::Failed(e) => e.to_string(),
+    }
+}

