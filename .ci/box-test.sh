@@ -292,7 +292,7 @@ end
 begin uninstall
 box /opt/tw/deploy/install.sh --uninstall --purge >/dev/null || fail "install.sh --uninstall --purge failed"
 if box getent passwd tidewatch >/dev/null; then fail "user tidewatch still exists after --purge"; fi
-for p in /usr/bin/tidewatch /lib/systemd/system/tidewatch.service /usr/share/tidewatch /etc/tidewatch /var/lib/tidewatch; do
+for p in /usr/bin/tidewatch /lib/systemd/system/tidewatch.service /usr/share/tidewatch /usr/share/doc/tidewatch /etc/tidewatch /var/lib/tidewatch; do
     [ ! -e "$root$p" ] || fail "$p still exists after --uninstall --purge"
 done
 end
@@ -304,7 +304,7 @@ if [ -n "${BOX_DEB:-}" ]; then
     cp "$deb" "$root/opt/tw/"
     # The box has no network (--private-network); every dependency (libgomp1,
     # adduser) is in the rootfs already, as on a stock Debian board.
-    box env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-download "/opt/tw/$(basename "$deb")" >"$work/apt.log" 2>&1 ||
+    box env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "/opt/tw/$(basename "$deb")" >"$work/apt.log" 2>&1 ||
         fail "apt install of $(basename "$deb") failed: $(tail -20 "$work/apt.log")"
     [ "$(box systemctl is-enabled tidewatch)" = enabled ] || fail "the package did not enable tidewatch.service"
     box getent passwd tidewatch >/dev/null || fail "the package did not create user tidewatch"

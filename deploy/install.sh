@@ -58,7 +58,7 @@ while [ $# -gt 0 ]; do
     --uninstall) uninstall=1; shift ;;
     --purge) purge=1; shift ;;
     -h | --help) usage; exit 0 ;;
-    *) usage >&2; die "unknown argument '$1'" ;;
+    *) die "unknown argument '$1' (see --help)" ;;
     esac
 done
 
@@ -86,7 +86,7 @@ if [ "$uninstall" -eq 1 ]; then
     rm -f "$UNIT" /etc/systemd/system/tidewatch.service
     [ "$have_systemd" -eq 1 ] && systemctl daemon-reload
     rm -f "$PREFIX_BIN"
-    rm -rf "$SHARE_DIR"
+    rm -rf "$SHARE_DIR" /usr/share/doc/tidewatch
     say "removed service, $PREFIX_BIN and $SHARE_DIR"
     if [ "$purge" -eq 1 ]; then
         rm -rf "$CONF_DIR" "$STATE_DIR" /etc/systemd/system/tidewatch.service.d
@@ -104,8 +104,8 @@ if [ "$uninstall" -eq 1 ]; then
 fi
 
 # ---------------------------------------------------------------- install
-[ -n "$binary" ] || { usage >&2; die "--binary FILE is required"; }
-[ -n "$model" ] || { usage >&2; die "--model FILE is required"; }
+[ -n "$binary" ] || die "--binary FILE is required (see --help)"
+[ -n "$model" ] || die "--model FILE is required (see --help)"
 [ -f "$binary" ] || die "binary '$binary' does not exist"
 [ -f "$model" ] || die "model '$model' does not exist"
 [ -f "$repo/systemd/tidewatch.service" ] || die "unit file '$repo/systemd/tidewatch.service' missing: run install.sh from a tidewatch checkout or release tarball"
@@ -209,7 +209,7 @@ if [ ! -e "$CONF" ]; then
     [ "$ncpu" -lt 4 ] && threads=$ncpu
     tmp=$(mktemp "$CONF_DIR/.tidewatch.toml.XXXXXX")
     {
-        echo "# Written by install.sh; documented example: /usr/share/doc/tidewatch/tidewatch.toml"
+        echo "# Written by install.sh; every key is documented in /usr/share/doc/tidewatch/tidewatch.toml.example"
         echo "state_dir = \"$STATE_DIR\""
         echo
         echo "[mqtt]"
@@ -228,7 +228,9 @@ if [ ! -e "$CONF" ]; then
             echo "cpus = \"$cpus\""
         fi
     } >"$tmp"
-    chmod 0644 "$tmp"
+    # Readable by the daemon's group only: [mqtt] password may be added here later.
+    chmod 0640 "$tmp"
+    chown "root:$SVC_USER" "$tmp"
     mv "$tmp" "$CONF"
     say "wrote $CONF (llm.threads=$threads${cpus:+, llm.cpus=$cpus})"
     changed=1
@@ -240,7 +242,7 @@ fi
 
 if [ -r "$here/tidewatch.toml" ]; then
     install -d -m 0755 /usr/share/doc/tidewatch
-    install -m 0644 "$here/tidewatch.toml" /usr/share/doc/tidewatch/tidewatch.toml
+    install -m 0644 "$here/tidewatch.toml" /usr/share/doc/tidewatch/tidewatch.toml.example
 fi
 
 # Run as the service user so a file it cannot read fails here, not at boot.

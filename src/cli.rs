@@ -64,6 +64,34 @@ pub enum Command {
         #[arg(required = true, num_args = 1..)]
         text: Vec<String>,
     },
+    /// Measure accuracy on labeled alarms (knowledge/eval/alarms.jsonl)
+    ///
+    /// With --retrieval: retrieval only (hit@1, hit@3, misses per class), needs --index.
+    /// Otherwise: the whole pipeline with the config's model (JSON validity, cause-keyword
+    /// hit rate, degraded rate, TTFT and latency distribution), needs --config.
+    Eval {
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Labeled cases, one JSON object per line
+        #[arg(long)]
+        cases: PathBuf,
+        /// Retrieval only: no model
+        #[arg(long)]
+        retrieval: bool,
+        /// Index for --retrieval (default: the config's knowledge.index)
+        #[arg(long, short)]
+        index: Option<PathBuf>,
+        /// Only the first N cases
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Output style: schema (fixed JSON parts batched, values sampled) or
+        /// grammar (the whole JSON sampled under a GBNF grammar; the reference)
+        #[arg(long, default_value = "schema", value_parser = ["schema", "grammar"])]
+        style: String,
+        /// Print the report as JSON
+        #[arg(long)]
+        json: bool,
+    },
     /// Validate a config file, and report the model and index it names
     CheckConfig {
         #[arg(long, short)]
@@ -97,6 +125,10 @@ pub enum CliError {
     Daemon(#[from] crate::daemon::DaemonError),
     #[error("alarm file {path}: {reason}")]
     Alarm { path: PathBuf, reason: String },
+    #[error(transparent)]
+    Eval(#[from] crate::eval::EvalError),
+    #[error("{0}")]
+    Usage(String),
     #[error("--top-k must be 1..=50, got {0}")]
     TopK(usize),
     #[error("cannot write output: {0}")]
@@ -253,5 +285,90 @@ pub fn check_config(cfg: &Config, offline: bool) -> Result<(), CliError> {
         env!("CARGO_PKG_VERSION"),
         i.llama_cpp
     )?;
+    Ok(())
+}
+
+pub fn eval_retrieval(
+    index: &std::path::Path,
+    cases: &std::path::Path,
+    limit: Option<usize>,
+    json: bool,
+) -> Result<(), CliError> {
+    let idx = Index::open(index)?;
+    let mut cs = crate::eval::load_cases(cases)?;
+    cs.truncate(limit.unwrap_or(usize::MAX));
+    let r = crate::eval::run_retrieval(&idx, &cs)?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&r).unwrap_or_default()
+        )?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "retrieval on {} cases: hit@1 {:.3}  hit@3 {:.3}  query p50 {:.0} us  p99 {:.0} us",
+        r.cases, r.hit_at_1, r.hit_at_3, r.p50_us, r.p99_us
+    )?;
+    writeln!(
+        out,
+        "{:<28} {:>5} {:>6} {:>6}",
+        "class", "cases", "hit@1", "hit@3"
+    )?;
+    for (class, s) in &r.per_class {
+        writeln!(
+            out,
+            "{:<28} {:>5} {:>6} {:>6}",
+            class, s.cases, s.hit1, s.hit3
+        )?;
+    }
+    for (class, s) in &r.per_class {
+        for m in &s.misses {
+            writeln!(out, "miss [{class}] {m}")?;
+        }
+    }
+    Ok(())
+}
+
+pub async fn eval_full(
+    cfg: Config,
+    cases: &std::path::Path,
+    limit: Option<usize>,
+    style: &str,
+    json: bool,
+) -> Result<(), CliError> {
+    let mut cs = crate::eval::load_cases(cases)?;
+    cs.truncate(limit.unwrap_or(usize::MAX));
+    let (index, model, mut slots, counters) = crate::daemon::load(&cfg).await?;
+    let pipeline = crate::pipeline::Pipeline {
+        index,
+        model,
+        cfg: std::sync::Arc::new(cfg),
+        counters,
+    };
+    let style = if style == "grammar" {
+        crate::llm::Style::FullGrammar
+    } else {
+        crate::llm::Style::Schema
+    };
+    let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let r = crate::eval::run_full(&pipeline, &mut slots[0], &cs, style, progress).await;
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&r).unwrap_or_default()
+        )?;
+    } else {
+        let v = serde_json::to_value(&r).unwrap_or_default();
+        if let Some(m) = v.as_object() {
+            for (k, v) in m {
+                writeln!(out, "{k:<24} {v}")?;
+            }
+        }
+    }
     Ok(())
 }

@@ -21,6 +21,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod diagnosis;
+pub mod eval;
 pub mod llm;
 pub mod logging;
 pub mod mqtt;

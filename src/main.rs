@@ -57,6 +57,33 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             json,
             text,
         } => Ok(cli::query(&index, top_k, json, &text)?),
+        Command::Eval {
+            config,
+            cases,
+            retrieval,
+            index,
+            limit,
+            style,
+            json,
+        } => {
+            if retrieval {
+                let index = match (index, &config) {
+                    (Some(i), _) => i,
+                    (None, Some(c)) => tidewatch::config::load(c)?.knowledge.index,
+                    (None, None) => {
+                        anyhow::bail!("eval --retrieval needs --index FILE or --config FILE")
+                    }
+                };
+                return Ok(cli::eval_retrieval(&index, &cases, limit, json)?);
+            }
+            let Some(config) = config else {
+                anyhow::bail!("eval needs --config FILE (or --retrieval --index FILE)");
+            };
+            let cfg = tidewatch::config::load(&config)?;
+            tidewatch::logging::init("warn");
+            runtime()?.block_on(cli::eval_full(cfg, &cases, limit, &style, json))?;
+            Ok(())
+        }
         Command::CheckConfig { config, offline } => {
             let cfg = tidewatch::config::load(&config)?;
             tidewatch::logging::init("warn");

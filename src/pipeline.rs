@@ -55,6 +55,15 @@ pub struct Pipeline {
     pub counters: Arc<Counters>,
 }
 
+/// A diagnosis with what produced it.
+pub struct Trace {
+    pub diagnosis: Diagnosis,
+    /// The first attempt's output, if the slot produced any.
+    pub first: Option<GenOutput>,
+    /// The passages retrieval returned.
+    pub hits: Vec<Hit>,
+}
+
 /// A prepared generation: the request and the passages its P-labels refer to.
 pub struct Prepared {
     pub request: GenRequest,
@@ -127,17 +136,53 @@ impl Pipeline {
 
     /// Diagnoses one alarm on `slot`. Never fails: the worst case is "degraded".
     pub async fn diagnose(&self, slot: &mut Slot, alarm: &Alarm) -> Diagnosis {
+        self.diagnose_traced(slot, alarm, Style::Schema)
+            .await
+            .diagnosis
+    }
+
+    /// `diagnose`, also returning the first attempt's raw model output (for
+    /// evaluation: JSON validity is judged on what the model produced).
+    pub async fn diagnose_traced(&self, slot: &mut Slot, alarm: &Alarm, style: Style) -> Trace {
         let (hits, retrieval_ms) = self.retrieve(alarm);
         let wd = self.cfg.watchdog;
-        let first = self.prepare(alarm, hits.clone(), retrieval_ms, false, Style::Schema);
+        let first = self.prepare(alarm, hits.clone(), retrieval_ms, false, style);
         let prepared_hits = first.hits.clone();
+        let mut first_output = None;
         let failure = match slot.run(first.request, &wd, wd.deadline).await {
-            Ok(out) => match self.finish(alarm, &prepared_hits, retrieval_ms, out) {
-                Ok(d) => return self.count(d),
-                Err(why) => why,
-            },
+            Ok(out) => {
+                first_output = Some(out.clone());
+                match self.finish(alarm, &prepared_hits, retrieval_ms, out) {
+                    Ok(d) => {
+                        return Trace {
+                            diagnosis: self.count(d),
+                            first: first_output,
+                            hits,
+                        }
+                    }
+                    Err(why) => why,
+                }
+            }
             Err(f) => describe(&f),
         };
+        let diagnosis = self.retry(slot, alarm, &hits, retrieval_ms, failure).await;
+        Trace {
+            diagnosis,
+            first: first_output,
+            hits,
+        }
+    }
+
+    async fn retry(
+        &self,
+        slot: &mut Slot,
+        alarm: &Alarm,
+        hits: &[Hit],
+        retrieval_ms: f64,
+        failure: String,
+    ) -> Diagnosis {
+        let wd = self.cfg.watchdog;
+        let hits = hits.to_vec();
         tracing::warn!(alarm_id = %alarm.id, reason = %failure, "retrying on the fallback path");
         let retry = self.prepare(alarm, hits.clone(), retrieval_ms, true, Style::Schema);
         let retry_hits = retry.hits.clone();

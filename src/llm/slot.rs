@@ -431,7 +431,10 @@ impl<'m> SlotState<'m> {
         let mut bytes: Vec<u8> = Vec::new();
         let mut toks: Vec<LlamaToken> = Vec::new();
         loop {
-            if toks.len() >= cap || self.generated >= budget || is_looping(&toks) {
+            // A value with nothing yet may take one token past the budget, so a
+            // required field is never empty; the shares keep that to a token.
+            let over = self.generated >= budget && !toks.is_empty();
+            if toks.len() >= cap || over || is_looping(&toks) {
                 if is_looping(&toks) {
                     tracing::debug!("repetition guard closed a value");
                 }
@@ -467,6 +470,22 @@ impl<'m> SlotState<'m> {
     /// Picks one of `alts` by the model's logits, feeding shared tokens as
     /// fixed text. `pending` holds tokens not yet decoded; returns the choice.
     fn choose(&mut self, alts: &[&str], pending: &mut Vec<LlamaToken>) -> Result<usize, LlmError> {
+        self.choose_or(alts, alts.len() - 1, u32::MAX, pending)
+    }
+
+    /// Like `choose`, but once `budget` is spent the model is not consulted:
+    /// `default` is taken, so the output closes without another model step.
+    fn choose_or(
+        &mut self,
+        alts: &[&str],
+        default: usize,
+        budget: u32,
+        pending: &mut Vec<LlamaToken>,
+    ) -> Result<usize, LlmError> {
+        if self.generated >= budget {
+            pending.extend(self.tokenize(alts[default], false));
+            return Ok(default);
+        }
         let seqs: Vec<Vec<LlamaToken>> = alts.iter().map(|a| self.tokenize(a, false)).collect();
         let mut live: Vec<usize> = (0..alts.len()).collect();
         let mut depth = 0;
@@ -482,6 +501,15 @@ impl<'m> SlotState<'m> {
                 pending.push(firsts[0].expect("checked"));
                 depth += 1;
                 continue;
+            }
+            if self.generated >= budget {
+                let k = if live.contains(&default) {
+                    default
+                } else {
+                    live[0]
+                };
+                pending.extend_from_slice(&seqs[k][depth.min(seqs[k].len())..]);
+                return Ok(k);
             }
             let idx = self.decode(&std::mem::take(pending), false)?;
             let logits = self.ctx.get_logits_ith(idx);
@@ -525,28 +553,36 @@ impl<'m> SlotState<'m> {
         out.prompt_ms = t0.elapsed().as_secs_f64() * 1e3;
         let mut sampler = self.sampler(schema::STRING_BODY_GBNF, req)?;
         let mut pending: Vec<LlamaToken> = Vec::new();
+        // Every required value (summary, one cause, one action) gets a share of
+        // the budget, so a tight budget shortens values instead of emptying them.
+        let share = |gen: u32, parts: u32, cap: usize| -> usize {
+            let left = budget.saturating_sub(gen) / parts;
+            (left as usize).clamp(1, cap)
+        };
+        let cap = share(self.generated, 3, schema::SUMMARY_TOKENS);
         let mut draft = Draft {
-            summary: self.string_value(
-                &mut sampler,
-                idx,
-                schema::SUMMARY_TOKENS,
-                budget,
-                &mut pending,
-            )?,
+            summary: self.string_value(&mut sampler, idx, cap, budget, &mut pending)?,
             ..Default::default()
         };
         pending.extend(self.tokenize(&schema::SUMMARY_TO_CAUSES[1..], false));
         loop {
             idx = self.decode(&std::mem::take(&mut pending), false)?;
-            let cause =
-                self.string_value(&mut sampler, idx, schema::ITEM_TOKENS, budget, &mut pending)?;
+            let parts = if draft.probable_causes.is_empty() {
+                2
+            } else {
+                1
+            };
+            let cap = share(self.generated, parts, schema::ITEM_TOKENS);
+            let cause = self.string_value(&mut sampler, idx, cap, budget, &mut pending)?;
             pending.extend(self.tokenize(&schema::CAUSE_TO_LIKELIHOOD[1..], false));
-            let l = self.choose(&schema::LIKELIHOODS, &mut pending)?;
+            let l = self.choose_or(&schema::LIKELIHOODS, 1, budget, &mut pending)?;
             draft.probable_causes.push(DraftCause {
                 cause,
                 likelihood: schema::LIKELIHOODS[l].to_string(),
             });
-            let more = draft.probable_causes.len() < schema::MAX_CAUSES && self.generated < budget;
+            // Another cause only if the actions still get their share.
+            let more =
+                draft.probable_causes.len() < schema::MAX_CAUSES && self.generated + 6 < budget;
             let next = if more {
                 self.choose(
                     &[schema::NEXT_CAUSE, schema::CAUSES_TO_ACTIONS],
@@ -562,10 +598,10 @@ impl<'m> SlotState<'m> {
         }
         loop {
             idx = self.decode(&std::mem::take(&mut pending), false)?;
-            let action =
-                self.string_value(&mut sampler, idx, schema::ITEM_TOKENS, budget, &mut pending)?;
+            let cap = share(self.generated, 1, schema::ITEM_TOKENS);
+            let action = self.string_value(&mut sampler, idx, cap, budget, &mut pending)?;
             draft.actions.push(action);
-            let more = draft.actions.len() < schema::MAX_ACTIONS && self.generated < budget;
+            let more = draft.actions.len() < schema::MAX_ACTIONS && self.generated + 2 < budget;
             let next = if more {
                 self.choose(
                     &[schema::NEXT_ITEM, schema::ACTIONS_TO_SOURCES],
@@ -584,7 +620,7 @@ impl<'m> SlotState<'m> {
             .collect();
         let label_refs: Vec<&str> = labels.iter().map(String::as_str).collect();
         loop {
-            let s = self.choose(&label_refs, &mut pending)?;
+            let s = self.choose_or(&label_refs, 0, budget, &mut pending)?;
             if !draft.sources.contains(&format!("P{}", s + 1)) {
                 draft.sources.push(format!("P{}", s + 1));
             }

@@ -6,10 +6,12 @@
 //!   length of each body section (the CRC covers the header too);
 //! - body sections, in order:
 //!   1. docs: postcard `Vec<DocMeta>` (small; decoded at open);
-//!   2. terms: fixed 20-byte rows `(hash u64, postings offset u32, postings len u32,
-//!      df u32)`, sorted by hash, binary-searched in place;
+//!   2. terms: fixed 8-byte rows `(hash u32, value u32)`, sorted by hash and
+//!      binary-searched in place; the value is either a postings offset or,
+//!      with the top bit set, the term's single posting (passage, tf) inline;
 //!   3. passage table: fixed 12-byte rows `(offset u32, len u32, length u16, doc u16)`;
-//!   4. postings: one postcard `Vec<(u32 delta, u16 tf)>` per term;
+//!   4. postings: one postcard `Vec<u32>` per term, each entry
+//!      `passage delta << 3 | min(tf, 7)`, so most entries take one byte;
 //!   5. passages: one postcard `StoredPassage` per passage.
 //!
 //! Opening checks magic, version, lengths and the CRC before anything is read,
@@ -23,12 +25,24 @@ use serde::{Deserialize, Serialize};
 
 use super::knowledge::{chunk, Document};
 use super::tokenize::{term_hash, terms};
+
+/// The on-disk term key: FNV-1a folded to 32 bits. A collision (rare at the
+/// sizes a board carries) merges two terms' postings: ranking noise, not an error.
+fn disk_hash(term: &str) -> u32 {
+    let h = term_hash(term);
+    (h ^ (h >> 32)) as u32
+}
 use super::IndexError;
 
 pub const MAGIC: [u8; 8] = *b"TWIDX\r\n\x1a";
 pub const VERSION: u32 = 1;
 pub const HEADER_LEN: usize = 64;
-const TERM_ROW: usize = 20;
+const TERM_ROW: usize = 8;
+/// Marks a term row whose only posting is stored in the row itself: most CJK
+/// bigrams occur in one passage, and a separate postings entry would cost more
+/// than the row.
+const INLINE: u32 = 1 << 31;
+const MAX_TF: u32 = 7;
 const PASSAGE_ROW: usize = 12;
 
 /// A term's document frequency and its `(passage, tf)` list.
@@ -113,7 +127,7 @@ pub fn build(docs: &[Document]) -> Result<Vec<u8>, IndexError> {
     let too_big = |what: &str| IndexError::Build(format!("{what} exceeds the format's limit"));
     let mut metas = Vec::with_capacity(docs.len());
     let mut passages: Vec<(StoredPassage, u16, u16)> = Vec::new();
-    let mut postings: HashMap<u64, Vec<(u32, u16)>> = HashMap::new();
+    let mut postings: HashMap<u32, Vec<(u32, u16)>> = HashMap::new();
     if docs.len() > usize::from(u16::MAX) {
         return Err(too_big("document count"));
     }
@@ -126,9 +140,9 @@ pub fn build(docs: &[Document]) -> Result<Vec<u8>, IndexError> {
             let indexed = format!("{} {} {}", d.title, c.section, c.text);
             let ts = terms(&indexed);
             let dl = ts.len().min(usize::from(u16::MAX)) as u16;
-            let mut tf: HashMap<u64, u16> = HashMap::new();
+            let mut tf: HashMap<u32, u16> = HashMap::new();
             for t in &ts {
-                let e = tf.entry(term_hash(t)).or_default();
+                let e = tf.entry(disk_hash(t)).or_default();
                 *e = e.saturating_add(1);
             }
             for (h, f) in tf {
@@ -154,28 +168,38 @@ pub fn build(docs: &[Document]) -> Result<Vec<u8>, IndexError> {
         });
     }
     let docs_bytes = postcard::to_allocvec(&metas).map_err(|e| IndexError::Build(e.to_string()))?;
-    let mut term_rows: Vec<(u64, Vec<(u32, u16)>)> = postings.into_iter().collect();
+    let mut term_rows: Vec<(u32, Vec<(u32, u16)>)> = postings.into_iter().collect();
     term_rows.sort_unstable_by_key(|(h, _)| *h);
+    if passages.len() >= 1 << 28 {
+        return Err(too_big("passage count"));
+    }
     let mut terms_bytes = Vec::with_capacity(term_rows.len() * TERM_ROW);
     let mut postings_bytes = Vec::new();
     for (h, mut list) in term_rows.iter().cloned() {
         list.sort_unstable_by_key(|(p, _)| *p);
-        let mut prev = 0u32;
-        let delta: Vec<(u32, u16)> = list
-            .iter()
-            .map(|(p, f)| {
-                let d = p - prev;
-                prev = *p;
-                (d, *f)
-            })
-            .collect();
-        let off = u32::try_from(postings_bytes.len()).map_err(|_| too_big("postings"))?;
-        let enc = postcard::to_allocvec(&delta).map_err(|e| IndexError::Build(e.to_string()))?;
-        postings_bytes.extend_from_slice(&enc);
+        let value = if let [(pid, tf)] = list[..] {
+            INLINE | (u32::from(tf).min(MAX_TF) << 28) | pid
+        } else {
+            let mut prev = 0u32;
+            let entries: Vec<u32> = list
+                .iter()
+                .map(|(p, f)| {
+                    let d = p - prev;
+                    prev = *p;
+                    (d << 3) | u32::from(*f).min(MAX_TF)
+                })
+                .collect();
+            let off = u32::try_from(postings_bytes.len())
+                .ok()
+                .filter(|o| *o < INLINE)
+                .ok_or_else(|| too_big("postings"))?;
+            let enc =
+                postcard::to_allocvec(&entries).map_err(|e| IndexError::Build(e.to_string()))?;
+            postings_bytes.extend_from_slice(&enc);
+            off
+        };
         terms_bytes.extend_from_slice(&h.to_le_bytes());
-        terms_bytes.extend_from_slice(&off.to_le_bytes());
-        terms_bytes.extend_from_slice(&(enc.len() as u32).to_le_bytes());
-        terms_bytes.extend_from_slice(&(list.len() as u32).to_le_bytes());
+        terms_bytes.extend_from_slice(&value.to_le_bytes());
     }
     let mut pmeta = Vec::with_capacity(passages.len() * PASSAGE_ROW);
     let mut pbytes = Vec::new();
@@ -369,46 +393,47 @@ impl RawIndex {
 
     /// Postings of a term: `(passage, tf)` pairs, or none if the term is absent.
     pub fn postings(&self, term: &str) -> Result<Option<Postings>, IndexError> {
-        let h = term_hash(term);
+        let h = disk_hash(term);
         let t = &self.bytes[self.terms.0..self.terms.1];
         let n = self.n_terms as usize;
         let (mut lo, mut hi) = (0usize, n);
         while lo < hi {
             let mid = (lo + hi) / 2;
-            let mh = u64_at(t, mid * TERM_ROW);
-            if mh < h {
+            if u32_at(t, mid * TERM_ROW) < h {
                 lo = mid + 1;
             } else {
                 hi = mid;
             }
         }
-        if lo >= n || u64_at(t, lo * TERM_ROW) != h {
+        if lo >= n || u32_at(t, lo * TERM_ROW) != h {
             return Ok(None);
         }
-        let row = lo * TERM_ROW;
-        let (off, len, df) = (
-            u32_at(t, row + 8) as usize,
-            u32_at(t, row + 12) as usize,
-            u32_at(t, row + 16),
-        );
+        let value = u32_at(t, lo * TERM_ROW + 4);
+        let past = || IndexError::Corrupt("posting points past the passage table".into());
+        if value & INLINE != 0 {
+            let pid = value & ((1 << 28) - 1);
+            let tf = ((value >> 28) & MAX_TF) as u16;
+            if pid >= self.n_passages || tf == 0 {
+                return Err(past());
+            }
+            return Ok(Some((1, vec![(pid, tf)])));
+        }
         let p = &self.bytes[self.postings.0..self.postings.1];
         let bytes = p
-            .get(off..off.saturating_add(len))
+            .get(value as usize..)
             .ok_or_else(|| IndexError::Corrupt("postings offset out of range".into()))?;
-        let deltas: Vec<(u32, u16)> = postcard::from_bytes(bytes)
+        let (entries, _): (Vec<u32>, _) = postcard::take_from_bytes(bytes)
             .map_err(|e| IndexError::Corrupt(format!("postings: {e}")))?;
         let mut pid = 0u32;
-        let mut out = Vec::with_capacity(deltas.len());
-        for (d, f) in deltas {
+        let mut out = Vec::with_capacity(entries.len());
+        for e in entries {
             pid = pid
-                .checked_add(d)
+                .checked_add(e >> 3)
                 .filter(|p| *p < self.n_passages)
-                .ok_or_else(|| {
-                    IndexError::Corrupt("posting points past the passage table".into())
-                })?;
-            out.push((pid, f));
+                .ok_or_else(past)?;
+            out.push((pid, (e & MAX_TF) as u16));
         }
-        Ok(Some((df, out)))
+        Ok(Some((out.len() as u32, out)))
     }
 
     /// `(length in terms, document index)` of a passage.

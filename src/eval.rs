@@ -1,0 +1,340 @@
+//! Evaluation on labeled alarms: retrieval hit@k alone, or the whole pipeline
+//! (JSON validity, cause-keyword hits, degraded rate, latency).
+//!
+//! Owns the case file format (knowledge/eval/alarms.jsonl) and the metrics.
+//! Scoring functions are pure; `run_full` drives real slots.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::alarm::Alarm;
+use crate::retrieval::{Hit, Index, Query};
+
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    #[error("cases file {path}: {reason}")]
+    Cases { path: String, reason: String },
+    #[error(transparent)]
+    Index(#[from] crate::retrieval::IndexError),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Gold {
+    pub doc: String,
+    pub section: String,
+}
+
+/// One labeled alarm.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Case {
+    pub case: String,
+    #[serde(default)]
+    pub lang: String,
+    pub class: String,
+    pub alarm: Alarm,
+    pub gold: Gold,
+    /// Expected-cause keywords; each may list alternatives as "english|中文".
+    #[serde(default)]
+    pub keywords: Vec<String>,
+}
+
+pub fn load_cases(path: &Path) -> Result<Vec<Case>, EvalError> {
+    let text = std::fs::read_to_string(path).map_err(|e| EvalError::Cases {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| EvalError::Cases {
+                path: path.display().to_string(),
+                reason: format!("line {}: {e}", i + 1),
+            })
+        })
+        .collect()
+}
+
+/// The query an alarm makes: only its code, kind and message, as in the daemon.
+pub fn query_for(a: &Alarm) -> Query {
+    Query {
+        text: a.query_text(),
+        code: Some(a.code.clone()),
+        kind: a.kind.clone(),
+    }
+}
+
+/// True if a hit is the gold passage. A section split into parts ("… (1/2)")
+/// still counts as its section.
+pub fn is_gold(h: &Hit, g: &Gold) -> bool {
+    h.doc == g.doc && (h.section == g.section || h.section.starts_with(&format!("{} (", g.section)))
+}
+
+/// Position (0-based) of the gold passage among the hits.
+pub fn gold_rank(hits: &[Hit], g: &Gold) -> Option<usize> {
+    hits.iter().position(|h| is_gold(h, g))
+}
+
+/// True if any keyword group (alternatives split by '|') occurs in `text`.
+pub fn keyword_hits(text: &str, keywords: &[String]) -> usize {
+    let t = text.to_lowercase();
+    keywords
+        .iter()
+        .filter(|k| {
+            k.split('|')
+                .map(|a| a.trim().to_lowercase())
+                .any(|a| !a.is_empty() && t.contains(&a))
+        })
+        .count()
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct ClassStats {
+    pub cases: usize,
+    pub hit1: usize,
+    pub hit3: usize,
+    pub misses: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RetrievalReport {
+    pub cases: usize,
+    pub hit_at_1: f64,
+    pub hit_at_3: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub per_class: BTreeMap<String, ClassStats>,
+}
+
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+pub fn run_retrieval(index: &Index, cases: &[Case]) -> Result<RetrievalReport, EvalError> {
+    let mut per_class: BTreeMap<String, ClassStats> = BTreeMap::new();
+    let (mut h1, mut h3) = (0, 0);
+    let mut lat = Vec::with_capacity(cases.len());
+    for c in cases {
+        let t = std::time::Instant::now();
+        let hits = index.search(&query_for(&c.alarm), 3)?;
+        lat.push(t.elapsed().as_secs_f64() * 1e6);
+        let rank = gold_rank(&hits, &c.gold);
+        let s = per_class.entry(c.class.clone()).or_default();
+        s.cases += 1;
+        if rank == Some(0) {
+            h1 += 1;
+            s.hit1 += 1;
+        }
+        if rank.is_some() {
+            h3 += 1;
+            s.hit3 += 1;
+        } else {
+            let got: Vec<String> = hits
+                .iter()
+                .map(|h| format!("{}#{}", h.doc, h.section))
+                .collect();
+            s.misses.push(format!(
+                "{} ({}): want {}#{}, got {}",
+                c.case,
+                c.alarm.code,
+                c.gold.doc,
+                c.gold.section,
+                got.join(", ")
+            ));
+        }
+    }
+    lat.sort_by(f64::total_cmp);
+    let n = cases.len().max(1) as f64;
+    Ok(RetrievalReport {
+        cases: cases.len(),
+        hit_at_1: h1 as f64 / n,
+        hit_at_3: h3 as f64 / n,
+        p50_us: percentile(&lat, 0.5),
+        p99_us: percentile(&lat, 0.99),
+        per_class,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keyword_alternatives_match_either_language() {
+        let k = vec![
+            "thermostat|恒温阀".to_string(),
+            "cooler|冷却器".to_string(),
+            "pump|泵".to_string(),
+        ];
+        assert_eq!(keyword_hits("检查恒温阀和冷却器", &k), 2);
+        assert_eq!(keyword_hits("Thermostat stuck", &k), 1);
+        assert_eq!(keyword_hits("nothing relevant", &k), 0);
+    }
+
+    #[test]
+    fn split_sections_count_as_gold() {
+        let h = Hit {
+            passage: 0,
+            doc: "d".into(),
+            section: "BAT-VOLT-LO 原因 (1/2)".into(),
+            score: 1.0,
+            text: String::new(),
+            lang: "zh".into(),
+            title: String::new(),
+        };
+        assert!(is_gold(
+            &h,
+            &Gold {
+                doc: "d".into(),
+                section: "BAT-VOLT-LO 原因".into()
+            }
+        ));
+        assert!(!is_gold(
+            &h,
+            &Gold {
+                doc: "d".into(),
+                section: "BAT-VOLT-LO".into()
+            }
+        ));
+    }
+
+    #[test]
+    fn percentiles_pick_from_sorted_samples() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 0.5), 51.0);
+        assert_eq!(percentile(&v, 0.99), 99.0);
+    }
+}
+
+/// The accuracy dimension, measured through the real pipeline.
+#[derive(Debug, Serialize)]
+pub struct FullReport {
+    pub model: String,
+    pub style: String,
+    pub cases: usize,
+    pub retrieval_hit_at_3: f64,
+    /// Share of first attempts whose raw output parsed into the schema.
+    pub json_valid_rate: f64,
+    pub empty_summaries: usize,
+    pub full_rate: f64,
+    pub degraded_rate: f64,
+    /// Share of cases with at least one expected-cause keyword in the diagnosis.
+    pub keyword_hit_rate: f64,
+    /// Share of all expected keywords found.
+    pub keyword_recall: f64,
+    pub prompt_tokens_p50: f64,
+    pub prompt_tokens_max: f64,
+    pub generated_tokens_mean: f64,
+    pub ttft_cold_ms: f64,
+    pub ttft_prefix_ms_p50: f64,
+    pub ttft_repeat_ms: f64,
+    pub latency_ms_p50: f64,
+    pub latency_ms_p90: f64,
+    pub latency_ms_p99: f64,
+    pub latency_ms_max: f64,
+    pub gen_tokens_per_s_p50: f64,
+}
+
+/// Runs every case through `pipeline` on `slot` (the slot should be fresh, so
+/// the first case measures a cold TTFT), then repeats the first case to
+/// measure a fully reused prompt.
+pub async fn run_full(
+    pipeline: &crate::pipeline::Pipeline,
+    slot: &mut crate::llm::Slot,
+    cases: &[Case],
+    style: crate::llm::Style,
+    progress: bool,
+) -> FullReport {
+    let n = cases.len().max(1) as f64;
+    let (mut valid, mut empty, mut full, mut kw_cases, mut kw_found, mut kw_total, mut hit3) =
+        (0, 0, 0, 0, 0, 0, 0);
+    let (mut prompt, mut gen, mut ttft, mut lat, mut tps) =
+        (vec![], vec![], vec![], vec![], vec![]);
+    for (i, c) in cases.iter().enumerate() {
+        let t = std::time::Instant::now();
+        let tr = pipeline.diagnose_traced(slot, &c.alarm, style).await;
+        lat.push(t.elapsed().as_secs_f64() * 1e3);
+        let d = &tr.diagnosis;
+        if gold_rank(&tr.hits, &c.gold).is_some() {
+            hit3 += 1;
+        }
+        if let Some(out) = &tr.first {
+            let parsed = serde_json::from_str::<crate::llm::schema::Draft>(&out.raw);
+            if parsed.is_ok_and(|p| !p.summary.trim().is_empty() && !p.probable_causes.is_empty()) {
+                valid += 1;
+            }
+            prompt.push(f64::from(out.prompt_tokens));
+            gen.push(f64::from(out.generated_tokens));
+            ttft.push(out.ttft_ms);
+            if out.generation_ms > 0.0 {
+                tps.push(f64::from(out.generated_tokens) / (out.generation_ms / 1e3));
+            }
+        }
+        if d.summary.trim().is_empty() {
+            empty += 1;
+        }
+        if d.mode == crate::diagnosis::Mode::Full {
+            full += 1;
+        }
+        let mut text = d.summary.clone();
+        for pc in &d.probable_causes {
+            text.push(' ');
+            text.push_str(&pc.cause);
+        }
+        for a in &d.actions {
+            text.push(' ');
+            text.push_str(a);
+        }
+        let k = keyword_hits(&text, &c.keywords);
+        kw_found += k;
+        kw_total += c.keywords.len();
+        if k > 0 {
+            kw_cases += 1;
+        }
+        if progress {
+            eprint!("\reval {}/{} {:<40}", i + 1, cases.len(), c.case);
+        }
+    }
+    let mut repeat = 0.0;
+    if let Some(c) = cases.first() {
+        let tr = pipeline.diagnose_traced(slot, &c.alarm, style).await;
+        repeat = tr.first.map_or(0.0, |o| o.ttft_ms);
+    }
+    if progress {
+        eprintln!();
+    }
+    let cold = ttft.first().copied().unwrap_or(0.0);
+    let mut prefix: Vec<f64> = ttft.iter().skip(1).copied().collect();
+    for v in [&mut prompt, &mut gen, &mut lat, &mut tps, &mut prefix] {
+        v.sort_by(f64::total_cmp);
+    }
+    FullReport {
+        model: pipeline.model.info.name.clone(),
+        style: format!("{style:?}"),
+        cases: cases.len(),
+        retrieval_hit_at_3: hit3 as f64 / n,
+        json_valid_rate: valid as f64 / n,
+        empty_summaries: empty,
+        full_rate: full as f64 / n,
+        degraded_rate: 1.0 - full as f64 / n,
+        keyword_hit_rate: kw_cases as f64 / n,
+        keyword_recall: kw_found as f64 / kw_total.max(1) as f64,
+        prompt_tokens_p50: percentile(&prompt, 0.5),
+        prompt_tokens_max: prompt.last().copied().unwrap_or(0.0),
+        generated_tokens_mean: gen.iter().sum::<f64>() / gen.len().max(1) as f64,
+        ttft_cold_ms: cold,
+        ttft_prefix_ms_p50: percentile(&prefix, 0.5),
+        ttft_repeat_ms: repeat,
+        latency_ms_p50: percentile(&lat, 0.5),
+        latency_ms_p90: percentile(&lat, 0.9),
+        latency_ms_p99: percentile(&lat, 0.99),
+        latency_ms_max: lat.last().copied().unwrap_or(0.0),
+        gen_tokens_per_s_p50: percentile(&tps, 0.5),
+    }
+}

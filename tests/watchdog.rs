@@ -1,0 +1,271 @@
+//! Issue C: slots, the watchdog and systemd notifications, with the real
+//! model, a real broker and injected faults (cargo feature `fault-injection`).
+
+mod common;
+
+use std::os::unix::net::UnixDatagram;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const T: Duration = Duration::from_secs(90);
+
+fn fast_watchdog(stall: f64, deadline: f64, hard: f64) -> String {
+    format!(
+        "[watchdog]\nstall_timeout_s = {stall}\ndeadline_s = {deadline}\nhard_timeout_s = {hard}\n"
+    )
+}
+
+/// Collects sd_notify datagrams with their arrival times.
+fn notify_socket(dir: &std::path::Path) -> (UnixDatagram, std::path::PathBuf) {
+    let p = dir.join("notify.sock");
+    let s = UnixDatagram::bind(&p).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    (s, p)
+}
+
+fn drain(sock: &UnixDatagram, out: &mut Vec<(Instant, String)>, for_: Duration) {
+    let t = Instant::now();
+    let mut buf = [0u8; 4096];
+    while t.elapsed() < for_ {
+        if let Ok(n) = sock.recv(&mut buf) {
+            out.push((
+                Instant::now(),
+                String::from_utf8_lossy(&buf[..n]).into_owned(),
+            ));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn injected_stall_is_cancelled_restarted_and_still_answered() {
+    if !cfg!(feature = "fault-injection") {
+        panic!("build with --features fault-injection (deploy/test.sh does)");
+    }
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().unwrap();
+    let deadline = 20.0;
+    let cfg = config(
+        dir.path(),
+        broker.port,
+        "stall",
+        "",
+        &fast_watchdog(2.0, deadline, 5.0),
+    );
+    let mut c = Client::connect(broker.port, "stall", "stall-client").await;
+    let d = Daemon::start(&cfg, &[("TIDEWATCH_FAULT", "stall-after:5")]);
+    assert!(d.wait_log("tidewatch ready", T), "{}", d.log());
+
+    let sent = Instant::now();
+    c.publish(
+        "stall/alarm/DG1",
+        alarm(
+            "s-1",
+            "DG1",
+            "DG-REV-PWR",
+            "critical",
+            "generator",
+            "DG1 reverse power trip",
+        ),
+    )
+    .await;
+    let first = c
+        .expect("stall/diagnosis/DG1", T, |v| v["alarm_id"] == "s-1")
+        .await;
+    let took = sent.elapsed();
+    assert!(
+        took < Duration::from_secs_f64(deadline + 5.0),
+        "answer took {took:?}"
+    );
+    assert_full_diagnosis_shape(&first);
+    assert!(d.log().contains("slot hung"), "{}", d.log());
+
+    c.publish(
+        "stall/alarm/DG1",
+        alarm(
+            "s-2",
+            "DG1",
+            "DG-OVERSPEED",
+            "major",
+            "generator",
+            "DG1 overspeed trip",
+        ),
+    )
+    .await;
+    let second = c
+        .expect("stall/diagnosis/DG1", T, |v| v["alarm_id"] == "s-2")
+        .await;
+    assert_eq!(second["mode"], "full", "{second}");
+    let st = c
+        .expect("stall/status", Duration::from_secs(30), |v| {
+            v["diagnosed"].as_u64() >= Some(2)
+        })
+        .await;
+    assert_eq!(st["slot_restarts"], 1, "{st}");
+    assert_eq!(st["slots_lost"], 0, "{st}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_stall_stops_watchdog_pings_but_the_alarm_is_answered() {
+    if !cfg!(feature = "fault-injection") {
+        panic!("build with --features fault-injection (deploy/test.sh does)");
+    }
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        broker.port,
+        "wedge",
+        "",
+        &fast_watchdog(1.0, 20.0, 2.0),
+    );
+    let (sock, path) = notify_socket(dir.path());
+    let mut c = Client::connect(broker.port, "wedge", "wedge-client").await;
+    let p = path.display().to_string();
+    let d = Daemon::start(
+        &cfg,
+        &[
+            ("TIDEWATCH_FAULT", "native-stall"),
+            ("NOTIFY_SOCKET", &p),
+            ("WATCHDOG_USEC", "1000000"),
+        ],
+    );
+    let mut got = Vec::new();
+    let t = Instant::now();
+    while !got.iter().any(|(_, m): &(Instant, String)| m == "READY=1") {
+        assert!(t.elapsed() < T, "no READY=1: {got:?}\n{}", d.log());
+        drain(&sock, &mut got, Duration::from_millis(200));
+    }
+    drain(&sock, &mut got, Duration::from_secs(2));
+    let pings_before = got.iter().filter(|(_, m)| m == "WATCHDOG=1").count();
+    assert!(
+        pings_before >= 2,
+        "healthy daemon must ping at half WATCHDOG_USEC: {got:?}"
+    );
+
+    c.publish(
+        "wedge/alarm/ME1",
+        alarm(
+            "w-1",
+            "ME1",
+            "ME-JCW-TEMP-HI",
+            "major",
+            "main_engine_cooling",
+            "JCW temp high",
+        ),
+    )
+    .await;
+    // The wedged slot is replaced and the alarm still gets an answer...
+    let dgn = c
+        .expect("wedge/diagnosis/ME1", T, |v| v["alarm_id"] == "w-1")
+        .await;
+    assert_full_diagnosis_shape(&dgn);
+    assert!(d.log().contains("replacing it"), "{}", d.log());
+    // ...but the process is no longer trusted: the pings stop, so systemd restarts it.
+    let mut after = Vec::new();
+    drain(&sock, &mut after, Duration::from_millis(300));
+    let mut quiet = Vec::new();
+    drain(&sock, &mut quiet, Duration::from_secs(3));
+    assert!(
+        !quiet.iter().any(|(_, m)| m == "WATCHDOG=1"),
+        "WATCHDOG=1 must stop once a slot is lost: {quiet:?}"
+    );
+    let st = c
+        .expect("wedge/status", Duration::from_secs(30), |v| {
+            v["slots_lost"].as_u64() >= Some(1)
+        })
+        .await;
+    assert_eq!(st["slots_lost"], 1, "{st}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_arrive_ready_then_status_then_stopping() {
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), broker.port, "notify", "", "");
+    let (sock, path) = notify_socket(dir.path());
+    let p = path.display().to_string();
+    let mut c = Client::connect(broker.port, "notify", "notify-client").await;
+    let mut d = Daemon::start(&cfg, &[("NOTIFY_SOCKET", &p)]);
+    let mut got: Vec<(Instant, String)> = Vec::new();
+    let t = Instant::now();
+    while !got.iter().any(|(_, m)| m == "READY=1") {
+        assert!(t.elapsed() < T, "no READY=1: {got:?}\n{}", d.log());
+        drain(&sock, &mut got, Duration::from_millis(200));
+    }
+    // READY means subscribed: an alarm published now must be answered.
+    c.publish(
+        "notify/alarm/AIS",
+        alarm("n-1", "AIS", "AIS-GPS-LOST", "minor", "ais", "AIS lost GPS"),
+    )
+    .await;
+    c.expect("notify/diagnosis/AIS", T, |v| v["alarm_id"] == "n-1")
+        .await;
+    drain(&sock, &mut got, Duration::from_secs(11));
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    let status = d
+        .wait_exit(Duration::from_secs(20))
+        .expect("daemon did not exit on SIGTERM");
+    assert!(status.success(), "{status:?}\n{}", d.log());
+    drain(&sock, &mut got, Duration::from_millis(300));
+    let pos = |pred: &dyn Fn(&str) -> bool| got.iter().position(|(_, m)| pred(m));
+    let ready = pos(&|m| m == "READY=1").unwrap();
+    let status_after = got
+        .iter()
+        .skip(ready)
+        .position(|(_, m)| m.starts_with("STATUS=") && m.contains("diagnosed 1"));
+    let stopping = pos(&|m| m == "STOPPING=1").unwrap_or_else(|| panic!("no STOPPING=1: {got:?}"));
+    let status_after = status_after
+        .map(|i| i + ready)
+        .unwrap_or_else(|| panic!("no STATUS after READY: {got:?}"));
+    assert!(
+        ready < status_after && status_after < stopping,
+        "order: {got:?}"
+    );
+    let off = c
+        .expect("notify/status", Duration::from_secs(10), |v| {
+            v["state"] == "offline"
+        })
+        .await;
+    assert_eq!(off["state"], "offline");
+}
+
+#[test]
+fn runaway_generation_is_cut_off_at_its_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), free_port(), "budget", "max_tokens = 16", "");
+    let a = dir.path().join("alarm.json");
+    std::fs::write(
+        &a,
+        alarm(
+            "b-1",
+            "ME1",
+            "ME-JCW-TEMP-HI",
+            "major",
+            "main_engine_cooling",
+            "JCW temp high",
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tidewatch"))
+        .args(["diagnose", "--config"])
+        .arg(&cfg)
+        .arg("--alarm")
+        .arg(&a)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_full_diagnosis_shape(&d);
+    assert_eq!(d["mode"], "full", "{d}");
+    let n = d["timings"]["generated_tokens"].as_u64().unwrap();
+    assert!(
+        (1..=16).contains(&n),
+        "generated {n} tokens with a budget of 16: {d}"
+    );
+}
