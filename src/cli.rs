@@ -91,7 +91,17 @@ pub enum Command {
         /// Print the report as JSON
         #[arg(long)]
         json: bool,
+        /// Use this model instead of the config's llm.model
+        #[arg(long)]
+        model: Option<PathBuf>,
     },
+    /// Measure speed and memory on this machine (and accuracy with --decide)
+    ///
+    /// Every combination of --model x --threads x --batch x --ctx x --kv runs in its own
+    /// process: pp/tg throughput as llama-bench measures them, TTFT on real RAG prompts
+    /// (cold and on a prefix hit), alarm-to-diagnosis latency and peak RSS (anonymous and
+    /// file-backed). With --retrieval: the index at 10k passages instead.
+    Bench(BenchArgs),
     /// Validate a config file, and report the model and index it names
     CheckConfig {
         #[arg(long, short)]
@@ -100,6 +110,73 @@ pub enum Command {
         #[arg(long)]
         offline: bool,
     },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Config file; its [llm] values are the defaults for every list below
+    #[arg(long, short)]
+    pub config: Option<PathBuf>,
+    /// Models to compare (default: the config's llm.model)
+    #[arg(long, num_args = 1.., value_delimiter = ',')]
+    pub model: Vec<PathBuf>,
+    /// Thread counts, e.g. 2,4
+    #[arg(long, value_delimiter = ',')]
+    pub threads: Vec<u32>,
+    /// Batch sizes (n_batch; n_ubatch is min(batch, 512) as in llama-bench)
+    #[arg(long, value_delimiter = ',')]
+    pub batch: Vec<u32>,
+    /// Context sizes
+    #[arg(long, value_delimiter = ',')]
+    pub ctx: Vec<u32>,
+    /// KV cache types: f16, q8_0, q4_0
+    #[arg(long, value_delimiter = ',', default_value = "f16")]
+    pub kv: Vec<String>,
+    /// Prompt tokens per throughput run (llama-bench -p)
+    #[arg(long, default_value_t = 512)]
+    pub pp: u32,
+    /// Generated tokens per throughput run (llama-bench -n)
+    #[arg(long, default_value_t = 64)]
+    pub tg: u32,
+    /// Timed repetitions after one warm-up (llama-bench -r)
+    #[arg(long, default_value_t = 3)]
+    pub reps: u32,
+    /// Eval alarms used as real RAG prompts for TTFT and latency (0 to skip)
+    #[arg(long, default_value_t = 3)]
+    pub rag_cases: usize,
+    /// Labeled alarms for RAG prompts and --decide
+    #[arg(long, default_value = "knowledge/eval/alarms.jsonl")]
+    pub cases: PathBuf,
+    /// Device memory, e.g. 4G
+    #[arg(long, default_value = "4G")]
+    pub memory_budget: String,
+    /// Memory kept for the OS, broker and page cache
+    #[arg(long, default_value = "1G")]
+    pub os_reserve: String,
+    /// Also measure accuracy per model and recommend a configuration
+    #[arg(long)]
+    pub decide: bool,
+    /// Eval alarms per model for --decide
+    #[arg(long, default_value_t = 12)]
+    pub eval_cases: usize,
+    /// Accuracy margin for --decide: keep configurations within this of the best
+    #[arg(long, default_value_t = 0.05)]
+    pub margin: f64,
+    /// Retrieval benchmark instead of the model
+    #[arg(long)]
+    pub retrieval: bool,
+    /// Passages in the generated index for --retrieval
+    #[arg(long, default_value_t = 10_000)]
+    pub passages: usize,
+    /// Knowledge folder for --retrieval
+    #[arg(long, default_value = "knowledge")]
+    pub knowledge: PathBuf,
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Internal: run one combination (JSON) and print its result
+    #[arg(long, hide = true)]
+    pub worker: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -127,6 +204,8 @@ pub enum CliError {
     Alarm { path: PathBuf, reason: String },
     #[error(transparent)]
     Eval(#[from] crate::eval::EvalError),
+    #[error(transparent)]
+    Bench(#[from] crate::bench::BenchError),
     #[error("{0}")]
     Usage(String),
     #[error("--top-k must be 1..=50, got {0}")]
@@ -333,7 +412,8 @@ pub fn eval_retrieval(
 }
 
 pub async fn eval_full(
-    cfg: Config,
+    mut cfg: Config,
+    model: Option<PathBuf>,
     cases: &std::path::Path,
     limit: Option<usize>,
     style: &str,
@@ -341,6 +421,9 @@ pub async fn eval_full(
 ) -> Result<(), CliError> {
     let mut cs = crate::eval::load_cases(cases)?;
     cs.truncate(limit.unwrap_or(usize::MAX));
+    if let Some(m) = model {
+        cfg.llm.model = m;
+    }
     let (index, model, mut slots, counters) = crate::daemon::load(&cfg).await?;
     let pipeline = crate::pipeline::Pipeline {
         index,
@@ -368,6 +451,238 @@ pub async fn eval_full(
             for (k, v) in m {
                 writeln!(out, "{k:<24} {v}")?;
             }
+        }
+    }
+    Ok(())
+}
+
+pub fn bench_retrieval(a: &BenchArgs) -> Result<(), CliError> {
+    let cases = crate::eval::load_cases(&a.cases)?;
+    let work = std::env::temp_dir().join(format!("tidewatch-bench-{}", std::process::id()));
+    let r = crate::bench::retrieval(&a.knowledge, &cases, a.passages, &work);
+    let _ = std::fs::remove_dir_all(&work);
+    let r = r?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&r).unwrap_or_default()
+        )?;
+    } else {
+        writeln!(
+            out,
+            "retrieval at {} passages: build {:.0} ms, file {} bytes ({:.0} B/passage, {:.2}x raw text), open {:.2} ms, query p50 {:.0} us p99 {:.0} us ({} queries)",
+            r.passages, r.build_ms, r.file_bytes, r.bytes_per_passage, r.size_over_raw, r.open_ms, r.query_p50_us, r.query_p99_us, r.queries
+        )?;
+    }
+    Ok(())
+}
+
+fn cartesian(a: &BenchArgs, cfg: &Config) -> Vec<crate::bench::Combo> {
+    let or = |v: &Vec<u32>, d: u32| if v.is_empty() { vec![d] } else { v.clone() };
+    let models = if a.model.is_empty() {
+        vec![cfg.llm.model.clone()]
+    } else {
+        a.model.clone()
+    };
+    let mut out = Vec::new();
+    for m in &models {
+        for t in or(&a.threads, cfg.llm.threads) {
+            for b in or(&a.batch, cfg.llm.batch) {
+                for c in or(&a.ctx, cfg.llm.ctx) {
+                    for kv in &a.kv {
+                        out.push(crate::bench::Combo {
+                            model: m.clone(),
+                            threads: t,
+                            batch: b,
+                            ctx: c,
+                            kv: kv.clone(),
+                            pp: a.pp,
+                            tg: a.tg,
+                            reps: a.reps,
+                            rag_cases: a.rag_cases,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn budget_mib(a: &BenchArgs) -> Result<f64, CliError> {
+    let total = crate::bench::parse_mib(&a.memory_budget).ok_or_else(|| {
+        CliError::Usage(format!(
+            "--memory-budget must look like 4G or 3500M, got {:?}",
+            a.memory_budget
+        ))
+    })?;
+    let reserve = crate::bench::parse_mib(&a.os_reserve).ok_or_else(|| {
+        CliError::Usage(format!(
+            "--os-reserve must look like 1G or 800M, got {:?}",
+            a.os_reserve
+        ))
+    })?;
+    Ok(total - reserve)
+}
+
+/// The child side: one combination, JSON on stdout.
+pub async fn bench_worker(cfg: Config, a: &BenchArgs, spec: &str) -> Result<(), CliError> {
+    let combo: crate::bench::Combo = serde_json::from_str(spec)
+        .map_err(|e| CliError::Usage(format!("bad --worker spec: {e}")))?;
+    let cases = if combo.rag_cases > 0 {
+        crate::eval::load_cases(&a.cases)?
+    } else {
+        Vec::new()
+    };
+    let r = crate::bench::worker(&cfg, &combo, &cases, budget_mib(a)?).await?;
+    writeln!(
+        std::io::stdout().lock(),
+        "{}",
+        serde_json::to_string(&r).unwrap_or_default()
+    )?;
+    Ok(())
+}
+
+pub fn bench_models(
+    cfg_path: &std::path::Path,
+    cfg: &Config,
+    a: &BenchArgs,
+) -> Result<(), CliError> {
+    let combos = cartesian(a, cfg);
+    let exe = std::env::current_exe()?;
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut results = Vec::new();
+    for (i, c) in combos.iter().enumerate() {
+        let what = format!(
+            "{} threads={} batch={} ctx={} kv={}",
+            c.model.display(),
+            c.threads,
+            c.batch,
+            c.ctx,
+            c.kv
+        );
+        if tty {
+            eprint!("\r\x1b[2K[{}/{}] {what}", i + 1, combos.len());
+        } else {
+            eprintln!("bench [{}/{}] {what}", i + 1, combos.len());
+        }
+        let spec = serde_json::to_string(c).unwrap_or_default();
+        let out = std::process::Command::new(&exe)
+            .arg("bench")
+            .arg("--config")
+            .arg(cfg_path)
+            .arg("--cases")
+            .arg(&a.cases)
+            .arg("--memory-budget")
+            .arg(&a.memory_budget)
+            .arg("--os-reserve")
+            .arg(&a.os_reserve)
+            .arg("--worker")
+            .arg(&spec)
+            .stderr(std::process::Stdio::piped())
+            .output()?;
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            let last = err
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .to_string();
+            return Err(crate::bench::BenchError::Worker { what, reason: last }.into());
+        }
+        let r: crate::bench::ComboResult =
+            serde_json::from_slice(&out.stdout).map_err(|e| crate::bench::BenchError::Worker {
+                what: what.clone(),
+                reason: e.to_string(),
+            })?;
+        results.push(r);
+    }
+    if tty {
+        eprintln!();
+    }
+    let mut decision = None;
+    if a.decide {
+        let mut acc: std::collections::HashMap<PathBuf, f64> = std::collections::HashMap::new();
+        for c in &combos {
+            if acc.contains_key(&c.model) {
+                continue;
+            }
+            eprintln!(
+                "bench: accuracy of {} on {} eval alarms",
+                c.model.display(),
+                a.eval_cases
+            );
+            let out = std::process::Command::new(&exe)
+                .args(["eval", "--json", "--config"])
+                .arg(cfg_path)
+                .arg("--cases")
+                .arg(&a.cases)
+                .arg("--limit")
+                .arg(a.eval_cases.to_string())
+                .arg("--model")
+                .arg(&c.model)
+                .stderr(std::process::Stdio::inherit())
+                .output()?;
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
+                crate::bench::BenchError::Worker {
+                    what: format!("eval of {}", c.model.display()),
+                    reason: e.to_string(),
+                }
+            })?;
+            // Accuracy: cause keywords found, counted only for valid JSON answers.
+            let a = v["keyword_hit_rate"].as_f64().unwrap_or(0.0)
+                * v["json_valid_rate"].as_f64().unwrap_or(0.0);
+            acc.insert(c.model.clone(), a);
+        }
+        for r in &mut results {
+            r.accuracy = combos
+                .iter()
+                .find(|c| {
+                    c.model
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        == Some(r.model.clone())
+                })
+                .and_then(|c| acc.get(&c.model).copied());
+        }
+        decision = Some(crate::bench::decide(&results, a.margin));
+    }
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        if let Some(d) = decision {
+            writeln!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(
+                    &serde_json::json!({"results": results, "decision": d})
+                )
+                .unwrap_or_default()
+            )?;
+        } else {
+            writeln!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&results).unwrap_or_default()
+            )?;
+        }
+        return Ok(());
+    }
+    write!(out, "{}", crate::bench::table(&results))?;
+    for r in &results {
+        writeln!(
+            out,
+            "overhead over llama_perf in daemon jobs ({}): {:+.1}%",
+            r.model,
+            r.gen_overhead * 100.0
+        )?;
+    }
+    if let Some(d) = decision {
+        writeln!(out)?;
+        for r in &d.reasons {
+            writeln!(out, "{r}")?;
         }
     }
     Ok(())

@@ -17,6 +17,7 @@
 //! `config` is read once at start; `logging` picks journald or stderr.
 
 pub mod alarm;
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod daemon;

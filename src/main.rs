@@ -18,7 +18,6 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tidewatch: {e:#}");
-            tracing::error!(error = %format!("{e:#}"), "tidewatch failed");
             if is_config_error(&e) {
                 ExitCode::from(EX_CONFIG)
             } else {
@@ -65,6 +64,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             limit,
             style,
             json,
+            model,
         } => {
             if retrieval {
                 let index = match (index, &config) {
@@ -81,7 +81,22 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let cfg = tidewatch::config::load(&config)?;
             tidewatch::logging::init("warn");
-            runtime()?.block_on(cli::eval_full(cfg, &cases, limit, &style, json))?;
+            runtime()?.block_on(cli::eval_full(cfg, model, &cases, limit, &style, json))?;
+            Ok(())
+        }
+        Command::Bench(a) => {
+            if a.retrieval {
+                return Ok(cli::bench_retrieval(&a)?);
+            }
+            let Some(path) = a.config.clone() else {
+                anyhow::bail!("bench needs --config FILE (or --retrieval)");
+            };
+            let cfg = tidewatch::config::load(&path)?;
+            tidewatch::logging::init("warn");
+            match &a.worker {
+                Some(spec) => runtime()?.block_on(cli::bench_worker(cfg, &a, spec))?,
+                None => cli::bench_models(&path, &cfg, &a)?,
+            }
             Ok(())
         }
         Command::CheckConfig { config, offline } => {

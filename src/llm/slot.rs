@@ -58,6 +58,10 @@ pub struct GenOutput {
     pub generated_tokens: u32,
     pub generation_ms: f64,
     pub prompt_ms: f64,
+    /// Wall time of the whole job.
+    pub total_ms: f64,
+    /// llama.cpp's own decode time for the job (llama_perf: prompt + eval).
+    pub llama_decode_ms: f64,
 }
 
 pub(crate) enum SlotMsg {
@@ -113,7 +117,9 @@ pub(crate) fn context_params(s: &SlotSettings, progress: &Arc<Progress>) -> Llam
         .with_n_batch(s.batch)
         .with_n_ubatch(s.batch.min(512))
         .with_n_threads(s.threads as i32)
-        .with_n_threads_batch(s.threads as i32);
+        .with_n_threads_batch(s.threads as i32)
+        // llama_perf timings feed the overhead check against llama.cpp's own figures.
+        .with_no_perf(false);
     with_abort(p, progress)
 }
 
@@ -350,6 +356,7 @@ impl<'m> SlotState<'m> {
     pub(crate) fn generate(&mut self, req: &GenRequest) -> Result<GenOutput, LlmError> {
         self.generated = 0;
         self.first_token_at = None;
+        self.ctx.reset_timings();
         let t0 = Instant::now();
         let bos = self.tokenize(&req.prompt, true);
         let prompt_tokens = bos.len() as u32;
@@ -371,6 +378,9 @@ impl<'m> SlotState<'m> {
         let first = self.first_token_at.unwrap_or_else(Instant::now);
         out.ttft_ms = (first - t0).as_secs_f64() * 1e3;
         out.generation_ms = first.elapsed().as_secs_f64() * 1e3;
+        out.total_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let t = self.ctx.timings();
+        out.llama_decode_ms = t.t_p_eval_ms() + t.t_eval_ms();
         Ok(out)
     }
 

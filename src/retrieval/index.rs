@@ -12,7 +12,8 @@
 //!   3. passage table: fixed 12-byte rows `(offset u32, len u32, length u16, doc u16)`;
 //!   4. postings: one postcard `Vec<u32>` per term, each entry
 //!      `passage delta << 3 | min(tf, 7)`, so most entries take one byte;
-//!   5. passages: one postcard `StoredPassage` per passage.
+//!   5. passages: one LZ4 block (size-prefixed) of a postcard `StoredPassage`
+//!      per passage.
 //!
 //! Opening checks magic, version, lengths and the CRC before anything is read,
 //! so a damaged file is an error, never a panic or a wrong answer. Queries decode
@@ -35,7 +36,7 @@ fn disk_hash(term: &str) -> u32 {
 use super::IndexError;
 
 pub const MAGIC: [u8; 8] = *b"TWIDX\r\n\x1a";
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 pub const HEADER_LEN: usize = 64;
 const TERM_ROW: usize = 8;
 /// Marks a term row whose only posting is stored in the row itself: most CJK
@@ -205,7 +206,10 @@ pub fn build(docs: &[Document]) -> Result<Vec<u8>, IndexError> {
     let mut pbytes = Vec::new();
     let mut total_dl = 0u64;
     for (p, dl, doc) in &passages {
-        let enc = postcard::to_allocvec(p).map_err(|e| IndexError::Build(e.to_string()))?;
+        let plain = postcard::to_allocvec(p).map_err(|e| IndexError::Build(e.to_string()))?;
+        // Passage text is most of the file; LZ4 (fast to decode, per passage so
+        // a query touches only its hits) keeps the index near the raw text size.
+        let enc = lz4_flex::block::compress_prepend_size(&plain);
         let off = u32::try_from(pbytes.len()).map_err(|_| too_big("passage text"))?;
         pmeta.extend_from_slice(&off.to_le_bytes());
         pmeta.extend_from_slice(&(enc.len() as u32).to_le_bytes());
@@ -454,6 +458,8 @@ impl RawIndex {
         let bytes = p
             .get(off..off.saturating_add(len))
             .ok_or_else(|| IndexError::Corrupt("passage offset out of range".into()))?;
-        postcard::from_bytes(bytes).map_err(|e| IndexError::Corrupt(format!("passage {pid}: {e}")))
+        let plain = lz4_flex::block::decompress_size_prepended(bytes)
+            .map_err(|e| IndexError::Corrupt(format!("passage {pid}: {e}")))?;
+        postcard::from_bytes(&plain).map_err(|e| IndexError::Corrupt(format!("passage {pid}: {e}")))
     }
 }

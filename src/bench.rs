@@ -1,0 +1,586 @@
+//! Benchmarks: the speed and memory dimensions, measured on the device, and
+//! the decision that combines them with accuracy.
+//!
+//! Owns `tidewatch bench`: retrieval (index build/open/query at 10k passages),
+//! llama-bench-style pp/tg throughput, TTFT on real RAG prompts (cold and on a
+//! prefix hit), alarm-to-diagnosis latency, and peak RSS split into anonymous
+//! and file-backed memory. Each model configuration runs in its own child
+//! process so peak memory is that configuration's alone.
+
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Config;
+use crate::eval::{percentile, Case};
+use crate::retrieval::{index, knowledge, Index};
+
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error(transparent)]
+    Index(#[from] crate::retrieval::IndexError),
+    #[error(transparent)]
+    Eval(#[from] crate::eval::EvalError),
+    #[error(transparent)]
+    Daemon(#[from] crate::daemon::DaemonError),
+    #[error("bench worker for {what} failed: {reason}")]
+    Worker { what: String, reason: String },
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// Retrieval figures at a given index size.
+#[derive(Debug, Serialize)]
+pub struct RetrievalBench {
+    pub passages: u32,
+    pub build_ms: f64,
+    pub file_bytes: usize,
+    pub raw_text_bytes: usize,
+    pub bytes_per_passage: f64,
+    pub size_over_raw: f64,
+    pub open_ms: f64,
+    pub queries: usize,
+    pub query_p50_us: f64,
+    pub query_p99_us: f64,
+}
+
+/// Builds an index of about `target` passages by varying the real knowledge
+/// base (new ids, codes and sentence order per copy), then times it.
+pub fn retrieval(
+    knowledge_dir: &Path,
+    cases: &[Case],
+    target: usize,
+    work: &Path,
+) -> Result<RetrievalBench, BenchError> {
+    let base = knowledge::load_dir(knowledge_dir)?;
+    let per_round: usize = base
+        .iter()
+        .map(|d| knowledge::chunk(d).len())
+        .sum::<usize>()
+        .max(1);
+    let rounds = target.div_ceil(per_round);
+    let mut docs = Vec::with_capacity(base.len() * rounds);
+    let mut raw = 0usize;
+    for r in 0..rounds {
+        for d in &base {
+            let mut d = d.clone();
+            if r > 0 {
+                d.id = format!("{}-v{r}", d.id);
+                d.codes = d.codes.iter().map(|c| format!("{c}-{r}")).collect();
+                for (h, t) in &mut d.sections {
+                    *h = format!("{h} v{r}");
+                    let mut parts: Vec<&str> = t.split_inclusive(['.', '。', ';', '；']).collect();
+                    let n = parts.len().max(1);
+                    parts.rotate_left(r % n);
+                    *t = format!("{} unit{r}", parts.concat());
+                }
+            }
+            raw += d
+                .sections
+                .iter()
+                .map(|(h, t)| h.len() + t.len())
+                .sum::<usize>();
+            docs.push(d);
+        }
+    }
+    let t = Instant::now();
+    let bytes = index::build(&docs)?;
+    let build_ms = t.elapsed().as_secs_f64() * 1e3;
+    std::fs::create_dir_all(work).map_err(|e| BenchError::Setup(e.to_string()))?;
+    let path = work.join("bench.twx");
+    crate::retrieval::write_atomic(&path, &bytes)?;
+    // Best of several opens: the first also pays for reading the file into
+    // the page cache, which a running daemon does once.
+    let mut open_ms = f64::MAX;
+    let mut idx = None;
+    for _ in 0..5 {
+        let t = Instant::now();
+        let i = Index::open(&path)?;
+        open_ms = open_ms.min(t.elapsed().as_secs_f64() * 1e3);
+        idx = Some(i);
+    }
+    let idx = idx.ok_or_else(|| BenchError::Setup("index did not open".into()))?;
+    let mut lat = Vec::new();
+    for round in 0..(1000 / cases.len().max(1)).max(1) {
+        for c in cases {
+            let q = crate::eval::query_for(&c.alarm);
+            let t = Instant::now();
+            let hits = idx.search(&q, 3)?;
+            lat.push(t.elapsed().as_secs_f64() * 1e6);
+            std::hint::black_box((hits, round));
+        }
+    }
+    lat.sort_by(f64::total_cmp);
+    Ok(RetrievalBench {
+        passages: idx.n_passages(),
+        build_ms,
+        file_bytes: bytes.len(),
+        raw_text_bytes: raw,
+        bytes_per_passage: bytes.len() as f64 / f64::from(idx.n_passages().max(1)),
+        size_over_raw: bytes.len() as f64 / raw.max(1) as f64,
+        open_ms,
+        queries: lat.len(),
+        query_p50_us: percentile(&lat, 0.5),
+        query_p99_us: percentile(&lat, 0.99),
+    })
+}
+
+/// One model configuration to measure.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Combo {
+    pub model: PathBuf,
+    pub threads: u32,
+    pub batch: u32,
+    pub ctx: u32,
+    pub kv: String,
+    pub pp: u32,
+    pub tg: u32,
+    pub reps: u32,
+    /// RAG prompts for TTFT and latency: how many eval cases to run.
+    pub rag_cases: usize,
+}
+
+/// What one configuration measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ComboResult {
+    pub model: String,
+    pub model_bytes: u64,
+    pub params: u64,
+    pub threads: u32,
+    pub batch: u32,
+    pub ctx: u32,
+    pub kv: String,
+    pub load_ms: f64,
+    pub prompt_tps: f64,
+    pub prompt_tps_sd: f64,
+    pub gen_tps: f64,
+    pub gen_tps_sd: f64,
+    pub ttft_cold_ms: f64,
+    pub ttft_prefix_ms: f64,
+    pub alarm_latency_ms: f64,
+    /// Wall time of the daemon's jobs over llama.cpp's own decode time, minus one.
+    pub gen_overhead: f64,
+    pub peak_rss_anon_mib: f64,
+    pub peak_rss_file_mib: f64,
+    pub peak_rss_mib: f64,
+    pub fits_budget: bool,
+    /// Filled in by `--decide`.
+    #[serde(default)]
+    pub accuracy: Option<f64>,
+}
+
+fn kv_type(s: &str) -> Option<llama_cpp_2::context::params::KvCacheType> {
+    use llama_cpp_2::context::params::KvCacheType as K;
+    Some(match s {
+        "f16" => K::F16,
+        "q8_0" => K::Q8_0,
+        "q4_0" => K::Q4_0,
+        "f32" => K::F32,
+        _ => return None,
+    })
+}
+
+/// Samples RssAnon and RssFile of this process every 20 ms and keeps the peaks.
+struct RssSampler {
+    stop: Arc<AtomicBool>,
+    anon: Arc<AtomicU64>,
+    file: Arc<AtomicU64>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+fn rss_kib() -> (u64, u64, u64) {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |k: &str| {
+        s.lines()
+            .find(|l| l.starts_with(k))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("RssAnon:"), field("RssFile:"), field("VmHWM:"))
+}
+
+impl RssSampler {
+    fn start() -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let anon = Arc::new(AtomicU64::new(0));
+        let file = Arc::new(AtomicU64::new(0));
+        let (s, a, f) = (stop.clone(), anon.clone(), file.clone());
+        let handle = std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                let (ra, rf, _) = rss_kib();
+                a.fetch_max(ra, Ordering::Relaxed);
+                f.fetch_max(rf, Ordering::Relaxed);
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        });
+        Self {
+            stop,
+            anon,
+            file,
+            handle: Some(handle),
+        }
+    }
+
+    fn finish(mut self) -> (f64, f64, f64) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+        let (ra, rf, hwm) = rss_kib();
+        let a = self.anon.load(Ordering::Relaxed).max(ra);
+        let f = self.file.load(Ordering::Relaxed).max(rf);
+        (a as f64 / 1024.0, f as f64 / 1024.0, hwm as f64 / 1024.0)
+    }
+}
+
+fn mean_sd(v: &[f64]) -> (f64, f64) {
+    let n = v.len().max(1) as f64;
+    let m = v.iter().sum::<f64>() / n;
+    let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / n;
+    (m, var.sqrt())
+}
+
+/// Measures pp and tg the way llama-bench does: random tokens, a warm-up run,
+/// then `reps` timed runs with an empty cache each time.
+fn throughput(
+    model: &llama_cpp_2::model::LlamaModel,
+    c: &Combo,
+) -> Result<((f64, f64), (f64, f64)), BenchError> {
+    use llama_cpp_2::context::params::LlamaContextParams;
+    use llama_cpp_2::llama_batch::LlamaBatch;
+    use llama_cpp_2::token::LlamaToken;
+    let kv = kv_type(&c.kv).ok_or_else(|| {
+        BenchError::Setup(format!("--kv {} is not one of f16, q8_0, q4_0, f32", c.kv))
+    })?;
+    let params = LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(c.ctx.max(c.pp + c.tg + 16)))
+        .with_n_batch(c.batch)
+        .with_n_ubatch(c.batch.min(512))
+        .with_n_threads(c.threads as i32)
+        .with_n_threads_batch(c.threads as i32)
+        .with_type_k(kv)
+        .with_type_v(kv);
+    let mut ctx = model
+        .new_context(crate::llm::backend(), params)
+        .map_err(|e| BenchError::Setup(format!("context with kv {}: {e}", c.kv)))?;
+    let n_vocab = model.n_vocab().max(2);
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut rnd = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        LlamaToken((seed % n_vocab as u64) as i32)
+    };
+    let mut batch = LlamaBatch::new(c.batch.max(1) as usize, 1);
+    let err = |e: String| BenchError::Setup(format!("decode: {e}"));
+    let mut pp_runs = Vec::new();
+    for rep in 0..=c.reps {
+        ctx.clear_kv_cache();
+        let toks: Vec<LlamaToken> = (0..c.pp).map(|_| rnd()).collect();
+        let t = Instant::now();
+        for (ci, chunk) in toks.chunks(c.batch as usize).enumerate() {
+            batch.clear();
+            for (j, tk) in chunk.iter().enumerate() {
+                let pos = (ci * c.batch as usize + j) as i32;
+                let last = ci * c.batch as usize + j + 1 == toks.len();
+                batch
+                    .add(*tk, pos, &[0], last)
+                    .map_err(|e| err(e.to_string()))?;
+            }
+            ctx.decode(&mut batch).map_err(|e| err(e.to_string()))?;
+        }
+        if rep > 0 {
+            pp_runs.push(f64::from(c.pp) / t.elapsed().as_secs_f64());
+        }
+    }
+    let mut tg_runs = Vec::new();
+    for rep in 0..=c.reps {
+        ctx.clear_kv_cache();
+        let t = Instant::now();
+        for i in 0..c.tg {
+            batch.clear();
+            batch
+                .add(rnd(), i as i32, &[0], true)
+                .map_err(|e| err(e.to_string()))?;
+            ctx.decode(&mut batch).map_err(|e| err(e.to_string()))?;
+        }
+        if rep > 0 {
+            tg_runs.push(f64::from(c.tg) / t.elapsed().as_secs_f64());
+        }
+    }
+    Ok((mean_sd(&pp_runs), mean_sd(&tg_runs)))
+}
+
+/// Runs one configuration in this process (the child side of `run_combo`).
+pub async fn worker(
+    cfg: &Config,
+    c: &Combo,
+    cases: &[Case],
+    budget_mib: f64,
+) -> Result<ComboResult, BenchError> {
+    let rss = RssSampler::start();
+    let mut llm = cfg.llm.clone();
+    llm.model = c.model.clone();
+    llm.threads = c.threads;
+    llm.batch = c.batch;
+    llm.ctx = c.ctx;
+    let t = Instant::now();
+    let m = {
+        let (path, l) = (c.model.clone(), llm.clone());
+        tokio::task::spawn_blocking(move || crate::llm::Model::load(&path, &l))
+            .await
+            .map_err(|e| BenchError::Setup(e.to_string()))?
+            .map_err(crate::daemon::DaemonError::from)?
+    };
+    let load_ms = t.elapsed().as_secs_f64() * 1e3;
+    let model = m.model.clone();
+    let c2 = c.clone();
+    let ((pp, pp_sd), (tg, tg_sd)) = tokio::task::spawn_blocking(move || throughput(&model, &c2))
+        .await
+        .map_err(|e| BenchError::Setup(e.to_string()))??;
+    let info = m.info.clone();
+    let mut cfg2 = cfg.clone();
+    cfg2.llm = llm;
+    let (mut ttft_cold, mut ttft_prefix, mut latency, mut overhead) = (0.0, 0.0, 0.0, 0.0);
+    if c.rag_cases > 0 && !cases.is_empty() {
+        let index = Arc::new(Index::open(&cfg2.knowledge.index)?);
+        let model = Arc::new(m);
+        let counters = Arc::new(crate::pipeline::Counters::default());
+        let settings = crate::llm::SlotSettings {
+            ctx: c.ctx,
+            batch: c.batch,
+            threads: c.threads,
+            cpus: cfg2.llm.cpus.clone(),
+            first_chunk: 32,
+        };
+        let mut slot =
+            crate::llm::Slot::start(0, model.model.clone(), settings, counters.slots.clone())
+                .await
+                .map_err(crate::daemon::DaemonError::from)?;
+        let pipeline = crate::pipeline::Pipeline {
+            index,
+            model,
+            cfg: Arc::new(cfg2),
+            counters,
+        };
+        let (mut ttfts, mut lats, mut wall, mut llama) = (vec![], vec![], 0.0, 0.0);
+        for case in cases.iter().take(c.rag_cases.max(2)) {
+            let t = Instant::now();
+            let tr = pipeline
+                .diagnose_traced(&mut slot, &case.alarm, crate::llm::Style::Schema)
+                .await;
+            lats.push(t.elapsed().as_secs_f64() * 1e3);
+            if let Some(o) = tr.first {
+                ttfts.push(o.ttft_ms);
+                wall += o.total_ms;
+                llama += o.llama_decode_ms;
+            }
+        }
+        ttft_cold = ttfts.first().copied().unwrap_or(0.0);
+        let mut rest: Vec<f64> = ttfts.iter().skip(1).copied().collect();
+        rest.sort_by(f64::total_cmp);
+        ttft_prefix = percentile(&rest, 0.5);
+        latency = lats.iter().sum::<f64>() / lats.len().max(1) as f64;
+        overhead = if llama > 0.0 { wall / llama - 1.0 } else { 0.0 };
+    }
+    let (anon, file, hwm) = rss.finish();
+    let peak = hwm.max(anon + file);
+    Ok(ComboResult {
+        model: info.name,
+        model_bytes: info.file_bytes,
+        params: info.params,
+        threads: c.threads,
+        batch: c.batch,
+        ctx: c.ctx,
+        kv: c.kv.clone(),
+        load_ms,
+        prompt_tps: pp,
+        prompt_tps_sd: pp_sd,
+        gen_tps: tg,
+        gen_tps_sd: tg_sd,
+        ttft_cold_ms: ttft_cold,
+        ttft_prefix_ms: ttft_prefix,
+        alarm_latency_ms: latency,
+        gen_overhead: overhead,
+        peak_rss_anon_mib: anon,
+        peak_rss_file_mib: file,
+        peak_rss_mib: peak,
+        fits_budget: peak <= budget_mib,
+        accuracy: None,
+    })
+}
+
+/// Parses "4G", "3500M", "4096" (MiB) into MiB.
+pub fn parse_mib(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let (num, mul) = match s.chars().last()? {
+        'G' | 'g' => (&s[..s.len() - 1], 1024.0),
+        'M' | 'm' => (&s[..s.len() - 1], 1.0),
+        _ => (s, 1.0),
+    };
+    num.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| *v > 0.0)
+        .map(|v| v * mul)
+}
+
+/// The recommendation: among configurations that fit the memory budget and
+/// whose model is within `margin` of the best accuracy, the one with the
+/// lowest alarm-to-diagnosis latency (generation speed breaks ties).
+#[derive(Debug, Serialize)]
+pub struct Decision {
+    pub chosen: Option<ComboResult>,
+    pub reasons: Vec<String>,
+}
+
+pub fn decide(results: &[ComboResult], margin: f64) -> Decision {
+    let mut reasons = Vec::new();
+    let best_acc = results
+        .iter()
+        .filter_map(|r| r.accuracy)
+        .fold(f64::NAN, f64::max);
+    let mut ok: Vec<&ComboResult> = Vec::new();
+    for r in results {
+        let tag = format!(
+            "{} t={} b={} ctx={} kv={}",
+            r.model, r.threads, r.batch, r.ctx, r.kv
+        );
+        if !r.fits_budget {
+            reasons.push(format!(
+                "reject {tag}: peak RSS {:.0} MiB exceeds the memory budget",
+                r.peak_rss_mib
+            ));
+            continue;
+        }
+        match r.accuracy {
+            Some(a) if best_acc.is_finite() && a + margin < best_acc => {
+                reasons.push(format!(
+                    "reject {tag}: accuracy {a:.2} is more than {margin:.2} below the best {best_acc:.2}"
+                ));
+                continue;
+            }
+            _ => {}
+        }
+        ok.push(r);
+    }
+    let key = |r: &ComboResult| {
+        if r.alarm_latency_ms > 0.0 {
+            r.alarm_latency_ms
+        } else {
+            1e6 / r.gen_tps.max(1e-6)
+        }
+    };
+    ok.sort_by(|a, b| {
+        key(a)
+            .total_cmp(&key(b))
+            .then(b.gen_tps.total_cmp(&a.gen_tps))
+    });
+    let chosen = ok.first().map(|r| (*r).clone());
+    if let Some(c) = &chosen {
+        reasons.push(format!(
+            "choose {} threads={} batch={} ctx={} kv={}: fastest that fits ({:.0} ms per alarm, {:.1} tok/s generation, {:.1} tok/s prompt, peak {:.0} MiB{})",
+            c.model,
+            c.threads,
+            c.batch,
+            c.ctx,
+            c.kv,
+            c.alarm_latency_ms,
+            c.gen_tps,
+            c.prompt_tps,
+            c.peak_rss_mib,
+            c.accuracy.map(|a| format!(", accuracy {a:.2}")).unwrap_or_default()
+        ));
+    } else {
+        reasons.push("no configuration fits the memory budget and the accuracy margin".into());
+    }
+    Decision { chosen, reasons }
+}
+
+/// A table in llama-bench's style.
+pub fn table(results: &[ComboResult]) -> String {
+    let mut s = String::from(
+        "| model | size | params | threads | batch | ctx | kv | pp t/s | tg t/s | TTFT cold ms | TTFT prefix ms | alarm ms | RSS anon MiB | RSS file MiB | fits | acc |\n|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|\n",
+    );
+    for r in results {
+        s.push_str(&format!(
+            "| {} | {:.0} MiB | {:.2} B | {} | {} | {} | {} | {:.1} ± {:.1} | {:.1} ± {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} |\n",
+            r.model,
+            r.model_bytes as f64 / 1048576.0,
+            r.params as f64 / 1e9,
+            r.threads,
+            r.batch,
+            r.ctx,
+            r.kv,
+            r.prompt_tps,
+            r.prompt_tps_sd,
+            r.gen_tps,
+            r.gen_tps_sd,
+            r.ttft_cold_ms,
+            r.ttft_prefix_ms,
+            r.alarm_latency_ms,
+            r.peak_rss_anon_mib,
+            r.peak_rss_file_mib,
+            if r.fits_budget { "yes" } else { "no" },
+            r.accuracy.map(|a| format!("{a:.2}")).unwrap_or_else(|| "-".into()),
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(model: &str, lat: f64, acc: f64, fits: bool) -> ComboResult {
+        ComboResult {
+            model: model.into(),
+            model_bytes: 0,
+            params: 0,
+            threads: 2,
+            batch: 512,
+            ctx: 2048,
+            kv: "f16".into(),
+            load_ms: 0.0,
+            prompt_tps: 10.0,
+            prompt_tps_sd: 0.0,
+            gen_tps: 10.0,
+            gen_tps_sd: 0.0,
+            ttft_cold_ms: 0.0,
+            ttft_prefix_ms: 0.0,
+            alarm_latency_ms: lat,
+            gen_overhead: 0.0,
+            peak_rss_anon_mib: 0.0,
+            peak_rss_file_mib: 0.0,
+            peak_rss_mib: 100.0,
+            fits_budget: fits,
+            accuracy: Some(acc),
+        }
+    }
+
+    #[test]
+    fn decision_takes_fastest_that_fits_within_accuracy_margin() {
+        let rs = vec![
+            r("big", 900.0, 0.90, false),
+            r("mid", 500.0, 0.86, true),
+            r("tiny", 100.0, 0.40, true),
+        ];
+        let d = decide(&rs, 0.05);
+        // big does not fit; tiny is fast but far below the best accuracy (0.90).
+        assert_eq!(d.chosen.unwrap().model, "mid");
+        assert!(d.reasons.iter().any(|x| x.starts_with("reject big")));
+        assert!(d.reasons.iter().any(|x| x.starts_with("reject tiny")));
+    }
+
+    #[test]
+    fn memory_sizes_parse() {
+        assert_eq!(parse_mib("4G"), Some(4096.0));
+        assert_eq!(parse_mib("3500M"), Some(3500.0));
+        assert_eq!(parse_mib("x"), None);
+    }
+}
