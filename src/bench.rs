@@ -238,7 +238,10 @@ impl RssSampler {
     }
 }
 
-fn mean_sd(v: &[f64]) -> (f64, f64) {
+/// Mean and standard deviation of repeated runs.
+type MeanSd = (f64, f64);
+
+fn mean_sd(v: &[f64]) -> MeanSd {
     let n = v.len().max(1) as f64;
     let m = v.iter().sum::<f64>() / n;
     let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / n;
@@ -250,7 +253,7 @@ fn mean_sd(v: &[f64]) -> (f64, f64) {
 fn throughput(
     model: &llama_cpp_2::model::LlamaModel,
     c: &Combo,
-) -> Result<((f64, f64), (f64, f64)), BenchError> {
+) -> Result<(MeanSd, MeanSd), BenchError> {
     use llama_cpp_2::context::params::LlamaContextParams;
     use llama_cpp_2::llama_batch::LlamaBatch;
     use llama_cpp_2::token::LlamaToken;
