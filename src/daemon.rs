@@ -5,7 +5,7 @@
 //! `main` listens for signals. On cancel, unfinished alarms are left
 //! unacknowledged so the broker redelivers them to the next start.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,6 +19,7 @@ use crate::config::Config;
 use crate::diagnosis::Diagnosis;
 use crate::llm::{Model, Slot, SlotSettings};
 use crate::mqtt::{self, Inbound, Topics};
+use crate::outbox::Outbox;
 use crate::pipeline::{Counters, Pipeline};
 use crate::queue::{Offer, Scheduler};
 use crate::retrieval::Index;
@@ -32,6 +33,8 @@ pub enum DaemonError {
     Llm(#[from] crate::llm::LlmError),
     #[error(transparent)]
     Mqtt(#[from] mqtt::MqttError),
+    #[error(transparent)]
+    Outbox(#[from] crate::outbox::OutboxError),
     #[error("state_dir {path}: {source}")]
     StateDir {
         path: String,
@@ -50,6 +53,15 @@ struct Shared {
     mqtt_turned: Arc<AtomicU64>,
     notifier: Arc<Notifier>,
     keep_alive: Duration,
+    outbox: Mutex<Outbox>,
+    /// Wakes the publisher: a new outbox entry, or a (re)connection.
+    outbox_ready: Notify,
+    connected: AtomicBool,
+    /// Bumped on every disconnect, so the publisher stops waiting for a PUBACK
+    /// that can no longer come.
+    conn_epoch: AtomicU64,
+    pubacks: tokio::sync::Mutex<mpsc::Receiver<()>>,
+    puback_tx: mpsc::Sender<()>,
 }
 
 /// Loads the index and the model and starts `n` slots. Shared by `run`,
@@ -111,7 +123,21 @@ pub async fn run(cfg: Config, cancel: CancellationToken) -> Result<(), DaemonErr
     let topics = Topics {
         prefix: cfg.mqtt.topic_prefix.clone(),
     };
+    let (outbox, report) = Outbox::open(&cfg.state_dir, cfg.outbox.max_bytes)?;
+    if report.torn_bytes > 0 {
+        tracing::warn!(
+            bytes = report.torn_bytes,
+            "outbox ended in a torn record (power loss?); it was cut off"
+        );
+    }
+    if report.pending > 0 {
+        tracing::info!(
+            pending = report.pending,
+            "undelivered diagnoses in the outbox will be replayed"
+        );
+    }
     let (client, eventloop) = AsyncClient::new(mqtt::options(&cfg.mqtt)?, 256);
+    let (puback_tx, pubacks) = mpsc::channel(64);
     let epoch = Instant::now();
     let shared = Arc::new(Shared {
         pipeline: Pipeline {
@@ -131,6 +157,12 @@ pub async fn run(cfg: Config, cancel: CancellationToken) -> Result<(), DaemonErr
         mqtt_turned: Arc::new(AtomicU64::new(0)),
         notifier: notifier.clone(),
         keep_alive: cfg.mqtt.keep_alive,
+        outbox: Mutex::new(outbox),
+        outbox_ready: Notify::new(),
+        connected: AtomicBool::new(false),
+        conn_epoch: AtomicU64::new(0),
+        pubacks: tokio::sync::Mutex::new(pubacks),
+        puback_tx,
     });
     let tracker = TaskTracker::new();
     let (tx, mut rx) = mpsc::channel(1024);
@@ -155,11 +187,9 @@ pub async fn run(cfg: Config, cancel: CancellationToken) -> Result<(), DaemonErr
     };
     on_connected(&shared, session_present).await;
     let mut early = Vec::new();
-    if !session_present {
-        tokio::select! {
-            _ = cancel.cancelled() => {}
-            _ = wait_subscribed(&mut rx, &mut early) => {}
-        }
+    tokio::select! {
+        _ = cancel.cancelled() => {}
+        _ = wait_subscribed(&mut rx, &mut early) => {}
     }
     notifier.ready();
     tracing::info!(broker = %addr, "tidewatch ready");
@@ -168,6 +198,7 @@ pub async fn run(cfg: Config, cancel: CancellationToken) -> Result<(), DaemonErr
         tracker.spawn(worker(shared.clone(), slot, cancel.clone()));
     }
     tracker.spawn(status_loop(shared.clone(), cancel.clone()));
+    tracker.spawn(publisher(shared.clone(), cancel.clone()));
     {
         let s = shared.clone();
         let healthy = move || {
@@ -200,7 +231,16 @@ pub async fn run(cfg: Config, cancel: CancellationToken) -> Result<(), DaemonErr
             Some(Inbound::Connected { session_present }) => {
                 on_connected(&shared, session_present).await
             }
-            Some(Inbound::Disconnected(_)) | Some(Inbound::PubAck(_)) | Some(Inbound::SubAck) => {}
+            Some(Inbound::PubAck(_)) => {
+                let _ = shared.puback_tx.try_send(());
+            }
+            Some(Inbound::Disconnected(_)) => {
+                if shared.connected.swap(false, Ordering::SeqCst) {
+                    shared.conn_epoch.fetch_add(1, Ordering::SeqCst);
+                    shared.outbox_ready.notify_one();
+                }
+            }
+            Some(Inbound::SubAck) => {}
             None => break,
         }
     }
@@ -210,7 +250,7 @@ pub async fn run(cfg: Config, cancel: CancellationToken) -> Result<(), DaemonErr
     let offline = serde_json::json!({"state": "offline", "ts": crate::diagnosis::now_rfc3339()});
     let _ = tokio::time::timeout(
         Duration::from_secs(2),
-        mqtt::publish(
+        mqtt::publish_info(
             &shared.client,
             shared.topics.status(),
             offline.to_string().into_bytes(),
@@ -247,18 +287,76 @@ async fn wait_subscribed(rx: &mut mpsc::Receiver<Inbound>, early: &mut Vec<Inbou
 }
 
 async fn on_connected(s: &Shared, session_present: bool) {
-    // A broker that lost our session (restart without persistence, or first
-    // contact) has lost our subscription too.
-    if !session_present {
-        if let Err(e) = s
-            .client
-            .subscribe(s.topics.alarms(), rumqttc::QoS::AtLeastOnce)
-            .await
+    // Subscribe on every connection: a broker that lost our session (restart
+    // without persistence, first contact) lost the subscription too, and one
+    // that kept it treats the repeat as a no-op.
+    tracing::info!(session_present, "connected to the broker");
+    if let Err(e) = s
+        .client
+        .subscribe(s.topics.alarms(), rumqttc::QoS::AtLeastOnce)
+        .await
+    {
+        tracing::error!(error = %e, "cannot subscribe to alarms");
+    }
+    s.connected.store(true, Ordering::SeqCst);
+    s.outbox_ready.notify_one();
+    publish_status(s).await;
+}
+
+fn outbox(s: &Shared) -> std::sync::MutexGuard<'_, Outbox> {
+    s.outbox.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Delivers outbox entries one at a time: publish, wait for its PUBACK, mark
+/// it delivered. One in flight makes every PUBACK unambiguous (rumqttc does not
+/// say which publish a PUBACK answers); a diagnosis takes seconds to make, so
+/// one round trip each costs nothing.
+async fn publisher(s: Arc<Shared>, cancel: CancellationToken) {
+    let mut acks = s.pubacks.lock().await;
+    loop {
+        let next = if s.connected.load(Ordering::SeqCst) {
+            outbox(&s).first_pending()
+        } else {
+            None
+        };
+        let Some(e) = next else {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = s.outbox_ready.notified() => {}
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+            continue;
+        };
+        while acks.try_recv().is_ok() {}
+        let epoch = s.conn_epoch.load(Ordering::SeqCst);
+        if let Err(err) =
+            mqtt::publish_diagnosis(&s.client, e.topic.clone(), e.payload.clone()).await
         {
-            tracing::error!(error = %e, "cannot subscribe to alarms");
+            tracing::warn!(error = %err, "cannot hand a diagnosis to the MQTT client");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        }
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                a = acks.recv() => {
+                    if a.is_some() {
+                        if let Err(err) = tokio::task::block_in_place(|| outbox(&s).ack(e.seq)) {
+                            tracing::error!(error = %err, "cannot record a delivered diagnosis");
+                        }
+                    }
+                    break;
+                }
+                _ = tokio::time::sleep(Duration::from_millis(250)) => {
+                    // The PUBACK cannot come on a connection that is gone; the
+                    // entry is republished after the reconnect.
+                    if s.conn_epoch.load(Ordering::SeqCst) != epoch {
+                        break;
+                    }
+                }
+            }
         }
     }
-    publish_status(s).await;
 }
 
 fn status_json(s: &Shared) -> serde_json::Value {
@@ -273,6 +371,7 @@ fn status_json(s: &Shared) -> serde_json::Value {
         (v.as_object_mut(), s.pipeline.counters.to_json())
     {
         obj.extend(c);
+        obj.insert("outbox_pending".into(), outbox(s).pending_len().into());
     }
     v
 }
@@ -288,7 +387,7 @@ async fn publish_status(s: &Shared) {
         v["slot_restarts"],
         v["slots_lost"]
     ));
-    if let Err(e) = mqtt::publish(
+    if let Err(e) = mqtt::publish_info(
         &s.client,
         s.topics.status(),
         v.to_string().into_bytes(),
@@ -321,7 +420,7 @@ async fn reject(s: &Shared, p: &Publish, reason: String) {
         "bytes": p.payload.len(),
         "ts": crate::diagnosis::now_rfc3339(),
     });
-    if let Err(e) = mqtt::publish(
+    if let Err(e) = mqtt::publish_info(
         &s.client,
         s.topics.error(),
         err.to_string().into_bytes(),
@@ -353,6 +452,23 @@ async fn intake(s: &Shared, p: Publish) {
         Ok(a) => a,
         Err(e) => return reject(s, &p, e.to_string()).await,
     };
+    // A redelivered alarm (broker restart, our crash before its ack) is
+    // answered again from the outbox's cache, not by the model.
+    let cached = outbox(s).answered(&a.id).cloned();
+    if let Some(e) = cached {
+        s.pipeline.counters.replayed.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(alarm_id = %a.id, "alarm already answered; replaying the cached diagnosis");
+        match tokio::task::block_in_place(|| outbox(s).put(&a.id, &e.topic, &e.payload)) {
+            Ok(_) => {
+                ack(s, &p).await;
+                s.outbox_ready.notify_one();
+            }
+            Err(err) => {
+                tracing::error!(alarm_id = %a.id, error = %err, "cannot store the replayed diagnosis; alarm left for redelivery")
+            }
+        }
+        return;
+    }
     let now = s.epoch.elapsed().as_millis() as u64;
     let offer = {
         let mut q = s.sched.lock().unwrap_or_else(|e| e.into_inner());
@@ -408,10 +524,17 @@ async fn deliver(s: &Shared, alarms: &[(Alarm, Publish)], d: Diagnosis, slot: Op
                 continue;
             }
         };
-        match mqtt::publish(&s.client, s.topics.diagnosis(&a.equipment), payload, false).await {
-            Ok(()) => ack(s, p).await,
+        let topic = s.topics.diagnosis(&a.equipment);
+        // Durable first, then acknowledge: once the outbox has the diagnosis,
+        // the alarm cannot be lost, whatever happens to the broker or to us.
+        match tokio::task::block_in_place(|| outbox(s).put(&a.id, &topic, &payload)) {
+            Ok(_) => {
+                ack(s, p).await;
+                s.outbox_ready.notify_one();
+            }
             Err(e) => {
-                tracing::error!(alarm_id = %a.id, error = %e, "cannot publish diagnosis; alarm left for redelivery")
+                tracing::error!(alarm_id = %a.id, error = %e, "diagnosis not stored; publishing directly and leaving the alarm unacknowledged for redelivery");
+                let _ = mqtt::publish_diagnosis(&s.client, topic, payload).await;
             }
         }
     }
@@ -437,6 +560,14 @@ async fn worker(s: Arc<Shared>, mut slot: Slot, cancel: CancellationToken) {
             }
             continue;
         };
+        tracing::info!(
+            alarm_id = %job.primary().id,
+            equipment = %job.primary().equipment,
+            code = %job.primary().code,
+            slot = slot.id,
+            merged = job.alarms.len() - 1,
+            "diagnosing"
+        );
         let d = tokio::select! {
             // Dropping the job here leaves its alarms unacknowledged.
             _ = cancel.cancelled() => return,

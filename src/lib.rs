@@ -26,6 +26,7 @@ pub mod eval;
 pub mod llm;
 pub mod logging;
 pub mod mqtt;
+pub mod outbox;
 pub mod pipeline;
 pub mod prompt;
 pub mod queue;

@@ -12,8 +12,11 @@ use tracing_subscriber::EnvFilter;
 /// Installs the global subscriber. `level` is the default filter; RUST_LOG
 /// overrides it. Returns which sink was chosen.
 pub fn init(level: &str) -> &'static str {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(format!("{level},llama_cpp_2=warn,rumqttc=warn")));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        EnvFilter::new(format!(
+            "{level},llama-cpp-2=warn,llama_cpp_2=warn,rumqttc=warn"
+        ))
+    });
     if std::env::var_os("JOURNAL_STREAM").is_some() {
         if let Ok(layer) = tracing_journald::layer() {
             let layer = layer

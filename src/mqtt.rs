@@ -154,6 +154,13 @@ pub async fn run_poller(
             Ok(Event::Incoming(Packet::SubAck(_))) => Some(Inbound::SubAck),
             Ok(_) => None,
             Err(e) => {
+                // Drop rumqttc's in-memory session (unacked publishes and queued
+                // requests): the outbox republishes undelivered diagnoses itself,
+                // and a second copy from rumqttc would make PUBACKs ambiguous.
+                // Alarm acks lost here only mean the broker redelivers those
+                // alarms, which are then answered from the outbox's cache.
+                eventloop.clean();
+                eventloop.pending.clear();
                 let _ = tx.try_send(Inbound::Disconnected(e.to_string()));
                 let d = backoff(failures, rand::random::<f64>());
                 failures = failures.saturating_add(1);
@@ -176,15 +183,28 @@ pub async fn run_poller(
     }
 }
 
-/// Publishes as QoS 1; `retain` for the status topic.
-pub async fn publish(
+/// Publishes a diagnosis as QoS 1. Only diagnoses use QoS 1, so every PUBACK
+/// tidewatch receives belongs to a diagnosis (see `daemon::publisher`).
+pub async fn publish_diagnosis(
+    client: &AsyncClient,
+    topic: String,
+    payload: Vec<u8>,
+) -> Result<(), rumqttc::ClientError> {
+    client
+        .publish(topic, QoS::AtLeastOnce, false, payload)
+        .await
+}
+
+/// Publishes status (retained) or an error report as QoS 0: the next status
+/// replaces a lost one, and errors are advisory.
+pub async fn publish_info(
     client: &AsyncClient,
     topic: String,
     payload: Vec<u8>,
     retain: bool,
 ) -> Result<(), rumqttc::ClientError> {
     client
-        .publish(topic, QoS::AtLeastOnce, retain, payload)
+        .publish(topic, QoS::AtMostOnce, retain, payload)
         .await
 }
 

@@ -190,7 +190,9 @@ pub(crate) fn run(
     while let Ok(msg) = rx.recv() {
         match msg {
             SlotMsg::Run(req, reply) => {
-                progress.start_job(req.max_tokens);
+                // The watchdog's bound sits a little above the generation's own:
+                // exceeding it means the loop lost its bound, not a long answer.
+                progress.start_job(req.max_tokens + 16);
                 let r = state.generate(&req);
                 progress.finish_job();
                 let _ = reply.send(r);

@@ -73,6 +73,13 @@ impl Broker {
 
     /// Starts (or restarts) a broker on `port` with persistence in `dir`.
     pub fn start_on(port: u16, dir: tempfile::TempDir) -> Self {
+        // mosquitto started as root drops to its own user, which must be able
+        // to write the persistence file, or sessions vanish on restart.
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o777),
+        )
+        .unwrap();
         let conf = dir.path().join("mosquitto.conf");
         std::fs::write(
             &conf,
@@ -254,7 +261,14 @@ pub struct Client {
 
 impl Client {
     pub async fn connect(port: u16, prefix: &str, id: &str) -> Self {
+        Self::connect_with(port, prefix, id, true).await
+    }
+
+    /// `clean = false` keeps a persistent session, so QoS 1 messages published
+    /// while the broker restarts still reach this client afterwards.
+    pub async fn connect_with(port: u16, prefix: &str, id: &str, clean: bool) -> Self {
         let mut o = MqttOptions::new(id, "127.0.0.1", port);
+        o.set_clean_session(clean);
         o.set_keep_alive(Duration::from_secs(5));
         o.set_max_packet_size(1 << 20, 1 << 20);
         let (client, mut ev) = AsyncClient::new(o, 1024);
@@ -361,5 +375,47 @@ pub fn assert_full_diagnosis_shape(d: &serde_json::Value) {
         "tokens_per_s",
     ] {
         assert!(d["timings"][k].is_number(), "timings lack {k}: {d}");
+    }
+}
+
+/// Resident set of a process in KiB (VmRSS).
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+impl Client {
+    /// Collects diagnoses until every id in `want` has one (or time runs out);
+    /// returns alarm_id -> diagnosis.
+    pub async fn collect(
+        &mut self,
+        prefix: &str,
+        want: &std::collections::HashSet<String>,
+        timeout: Duration,
+    ) -> std::collections::HashMap<String, serde_json::Value> {
+        let mut got = std::collections::HashMap::new();
+        let deadline = tokio::time::Instant::now() + timeout;
+        let dtopic = format!("{prefix}/diagnosis/");
+        while got.len() < want.len() {
+            match tokio::time::timeout_at(deadline, self.rx.recv()).await {
+                Ok(Some((t, p))) if t.starts_with(&dtopic) => {
+                    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&p) {
+                        if let Some(id) = v["alarm_id"].as_str() {
+                            if want.contains(id) {
+                                got.insert(id.to_string(), v);
+                            }
+                        }
+                    }
+                }
+                Ok(Some(_)) => {}
+                _ => break,
+            }
+        }
+        got
     }
 }

@@ -1,0 +1,378 @@
+//! Issue E: nothing lost — broker restarts, a SIGKILLed daemon, an alarm storm,
+//! a flood of malformed payloads, and a broker that is down while a diagnosis
+//! is made. Real mosquitto with persistence, the real test model.
+
+mod common;
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const FAST: &str = "max_tokens = 48";
+
+fn ids(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}-{i}")).collect()
+}
+
+const CODES: [(&str, &str, &str); 5] = [
+    ("ME1", "ME-JCW-TEMP-HI", "main_engine_cooling"),
+    ("DG2", "DG-REV-PWR", "generator"),
+    ("BUOY-07", "BAT-VOLT-LO", "battery"),
+    ("AIS", "AIS-GPS-LOST", "ais"),
+    ("STG", "STG-PWR-FAIL", "steering_gear"),
+];
+
+fn alarm_n(id: &str, i: usize) -> (String, String) {
+    let (eq, code, kind) = CODES[i % CODES.len()];
+    (
+        eq.to_string(),
+        alarm(
+            id,
+            eq,
+            code,
+            ["critical", "major", "minor", "warning"][i % 4],
+            kind,
+            "alarm burst",
+        ),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broker_restart_during_a_burst_of_50_loses_nothing() {
+    let broker = Broker::start();
+    let port = broker.port;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        port,
+        "burst",
+        FAST,
+        "[queue]\ncapacity = 4\ndedup_window_s = 0\n",
+    );
+    let mut c = Client::connect_with(port, "burst", "burst-client", false).await;
+    let d = Daemon::start(&cfg, &[]);
+    assert!(
+        d.wait_log("tidewatch ready", Duration::from_secs(60)),
+        "{}",
+        d.log()
+    );
+    let all = ids("b", 50);
+    for (i, id) in all.iter().enumerate().take(25) {
+        let (eq, body) = alarm_n(id, i);
+        c.publish(&format!("burst/alarm/{eq}"), body).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (port, pdir) = broker.stop();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let _broker = Broker::start_on(port, pdir);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for (i, id) in all.iter().enumerate().skip(25) {
+        let (eq, body) = alarm_n(id, i);
+        c.publish(&format!("burst/alarm/{eq}"), body).await;
+    }
+    let want: HashSet<String> = all.into_iter().collect();
+    let got = c.collect("burst", &want, Duration::from_secs(240)).await;
+    let missing: Vec<&String> = want.iter().filter(|i| !got.contains_key(*i)).collect();
+    assert!(
+        missing.is_empty(),
+        "{} of 50 answered; missing {missing:?}\n{}",
+        got.len(),
+        d.log()
+    );
+    for v in got.values() {
+        assert_full_diagnosis_shape(v);
+    }
+    let modes: Vec<&str> = got.values().map(|v| v["mode"].as_str().unwrap()).collect();
+    eprintln!(
+        "burst: full {} triage {} degraded {}",
+        modes.iter().filter(|m| **m == "full").count(),
+        modes.iter().filter(|m| **m == "triage").count(),
+        modes.iter().filter(|m| **m == "degraded").count()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mid_generation_then_restart_answers_every_alarm() {
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), broker.port, "kill", FAST, "");
+    let mut c = Client::connect_with(broker.port, "kill", "kill-client", false).await;
+    let mut d = Daemon::start(&cfg, &[]);
+    assert!(
+        d.wait_log("tidewatch ready", Duration::from_secs(60)),
+        "{}",
+        d.log()
+    );
+    let all = ids("k", 10);
+    for (i, id) in all.iter().enumerate().take(4) {
+        let (eq, body) = alarm_n(id, i);
+        c.publish(&format!("kill/alarm/{eq}"), body).await;
+    }
+    // Kill once the first answer is out: the next alarm is then mid-generation.
+    let first: HashSet<String> = all.iter().take(4).cloned().collect();
+    let t = Instant::now();
+    while !d.log().contains("diagnosed") {
+        assert!(t.elapsed() < Duration::from_secs(60), "{}", d.log());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    d.signal(nix::sys::signal::Signal::SIGKILL);
+    d.wait_exit(Duration::from_secs(10))
+        .expect("SIGKILL did not stop the daemon");
+    for (i, id) in all.iter().enumerate().skip(4).take(3) {
+        let (eq, body) = alarm_n(id, i);
+        c.publish(&format!("kill/alarm/{eq}"), body).await;
+    }
+    let d2 = Daemon::start(&cfg, &[]);
+    assert!(
+        d2.wait_log("tidewatch ready", Duration::from_secs(60)),
+        "{}",
+        d2.log()
+    );
+    for (i, id) in all.iter().enumerate().skip(7) {
+        let (eq, body) = alarm_n(id, i);
+        c.publish(&format!("kill/alarm/{eq}"), body).await;
+    }
+    let want: HashSet<String> = all.into_iter().collect();
+    let got = c.collect("kill", &want, Duration::from_secs(180)).await;
+    let missing: Vec<&String> = want.iter().filter(|i| !got.contains_key(*i)).collect();
+    assert!(
+        missing.is_empty(),
+        "missing {missing:?}\nfirst run:\n{}\nsecond run:\n{}",
+        d.log(),
+        d2.log()
+    );
+    assert!(first.iter().all(|i| got.contains_key(i)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_flood_gets_one_error_each_and_valid_alarms_are_diagnosed() {
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), broker.port, "flood", FAST, "");
+    let mut c = Client::connect(broker.port, "flood", "flood-client").await;
+    let pubc = Client::connect(broker.port, "flood-unused", "flood-pub").await;
+    let d = Daemon::start(&cfg, &[]);
+    assert!(
+        d.wait_log("tidewatch ready", Duration::from_secs(60)),
+        "{}",
+        d.log()
+    );
+    let bad: Vec<Vec<u8>> = vec![
+        b"not json".to_vec(),
+        vec![0xff, 0xfe, 0x00, 0x80],
+        br#"{"id":1,"ts":"2026-11-30T00:00:00Z","equipment":"X","code":"C","severity":"minor"}"#.to_vec(),
+        br#"{"id":"x","ts":"2026-11-30T00:00:00Z","equipment":"X","code":"C","severity":"minor","value":1e400}"#.to_vec(),
+        format!("{}{}", "[".repeat(5000), "]".repeat(5000)).into_bytes(),
+        br#"{"id":"x\u0007","ts":"2026-11-30T00:00:00Z","equipment":"X","code":"C","severity":"minor"}"#.to_vec(),
+        format!(r#"{{"id":"{}","ts":"2026-11-30T00:00:00Z","equipment":"X","code":"C","severity":"minor"}}"#, "i".repeat(65)).into_bytes(),
+        br#"{"ts":"2026-11-30T00:00:00Z","equipment":"X","code":"C","severity":"minor"}"#.to_vec(),
+    ];
+    let n_bad = 10_000;
+    let valid = ids("ok", 10);
+    let mut v = 0;
+    for i in 0..n_bad {
+        pubc.client
+            .publish(
+                "flood/alarm/X",
+                rumqttc::QoS::AtMostOnce,
+                false,
+                bad[i % bad.len()].clone(),
+            )
+            .await
+            .unwrap();
+        if i % 1000 == 999 {
+            let (eq, body) = alarm_n(&valid[v], v);
+            pubc.publish(&format!("flood/alarm/{eq}"), body).await;
+            v += 1;
+        }
+    }
+    let want: HashSet<String> = valid.iter().cloned().collect();
+    let mut errors = 0usize;
+    let mut got = std::collections::HashMap::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
+    while errors < n_bad || got.len() < want.len() {
+        match tokio::time::timeout_at(deadline, c.rx.recv()).await {
+            Ok(Some((t, p))) if t == "flood/error" => {
+                errors += 1;
+                let e: serde_json::Value = serde_json::from_slice(&p).unwrap();
+                assert!(
+                    e["reason"].is_string() && e["topic"] == "flood/alarm/X",
+                    "{e}"
+                );
+            }
+            Ok(Some((t, p))) if t.starts_with("flood/diagnosis/") => {
+                let v: serde_json::Value = serde_json::from_slice(&p).unwrap();
+                got.insert(v["alarm_id"].as_str().unwrap().to_string(), v);
+            }
+            Ok(Some(_)) => {}
+            _ => break,
+        }
+    }
+    assert_eq!(errors, n_bad, "errors on the error topic");
+    let missing: Vec<&String> = want.iter().filter(|i| !got.contains_key(*i)).collect();
+    assert!(missing.is_empty(), "missing {missing:?}");
+    assert!(d.log().contains("tidewatch ready"));
+    let st = c
+        .expect("flood/status", Duration::from_secs(20), |v| {
+            v["rejected"].as_u64() >= Some(n_bad as u64)
+        })
+        .await;
+    assert_eq!(st["rejected"], n_bad as u64, "{st}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diagnosis_made_while_the_broker_is_down_lands_from_the_outbox() {
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), broker.port, "down", "max_tokens = 160", "");
+    let mut c = Client::connect_with(broker.port, "down", "down-client", false).await;
+    let d = Daemon::start(&cfg, &[]);
+    assert!(
+        d.wait_log("tidewatch ready", Duration::from_secs(60)),
+        "{}",
+        d.log()
+    );
+    c.publish(
+        "down/alarm/ME1",
+        alarm(
+            "down-1",
+            "ME1",
+            "ME-JCW-TEMP-HI",
+            "major",
+            "main_engine_cooling",
+            "JCW outlet temp high",
+        ),
+    )
+    .await;
+    assert!(
+        d.wait_log("diagnosing", Duration::from_secs(30)),
+        "{}",
+        d.log()
+    );
+    let (port, pdir) = broker.stop();
+    // Down for longer than the generation takes.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert!(
+        d.log().contains("diagnosed"),
+        "generation should have finished while the broker was down:\n{}",
+        d.log()
+    );
+    let back = time::OffsetDateTime::now_utc();
+    let _broker = Broker::start_on(port, pdir);
+    let got = c
+        .expect("down/diagnosis/ME1", Duration::from_secs(60), |v| {
+            v["alarm_id"] == "down-1"
+        })
+        .await;
+    assert_full_diagnosis_shape(&got);
+    let made = time::OffsetDateTime::parse(
+        got["ts"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    assert!(
+        made < back,
+        "diagnosis was made at {made}, before the broker came back at {back}"
+    );
+    assert!(d.log().contains("mqtt connection lost"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storm_of_1000_alarms_is_answered_with_bounded_memory() {
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        broker.port,
+        "storm",
+        FAST,
+        "[queue]\ncapacity = 8\ndedup_window_s = 60\n",
+    );
+    let mut c = Client::connect(broker.port, "storm", "storm-client").await;
+    let pubc = Client::connect(broker.port, "storm-unused", "storm-pub").await;
+    let d = Daemon::start(&cfg, &[]);
+    assert!(
+        d.wait_log("tidewatch ready", Duration::from_secs(60)),
+        "{}",
+        d.log()
+    );
+    // Warm up so "idle" includes the touched model pages and KV buffers.
+    pubc.publish(
+        "storm/alarm/ME1",
+        alarm(
+            "warm",
+            "ME1",
+            "ME-JCW-TEMP-HI",
+            "major",
+            "main_engine_cooling",
+            "warm up",
+        ),
+    )
+    .await;
+    c.expect("storm/diagnosis/ME1", Duration::from_secs(60), |v| {
+        v["alarm_id"] == "warm"
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pid = d.child.id();
+    let idle = rss_kib(pid);
+    let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(idle));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (pk, st) = (peak.clone(), stop.clone());
+    let sampler = std::thread::spawn(move || {
+        while !st.load(std::sync::atomic::Ordering::Relaxed) {
+            pk.fetch_max(rss_kib(pid), std::sync::atomic::Ordering::Relaxed);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    let all = ids("s", 1000);
+    let t = Instant::now();
+    for (i, id) in all.iter().enumerate() {
+        // 40 distinct equipment/code pairs: plenty of merges, plenty of triage.
+        let (eq, code, kind) = CODES[i % CODES.len()];
+        let eq = format!("{eq}-{}", i % 8);
+        let body = alarm(
+            id,
+            &eq,
+            code,
+            ["critical", "major", "minor", "warning"][i % 4],
+            kind,
+            "storm",
+        );
+        pubc.publish(&format!("storm/alarm/{eq}"), body).await;
+        let due = Duration::from_millis(i as u64 * 9);
+        if t.elapsed() < due {
+            tokio::time::sleep(due - t.elapsed()).await;
+        }
+    }
+    let sent_in = t.elapsed();
+    let want: HashSet<String> = all.into_iter().collect();
+    let got = c.collect("storm", &want, Duration::from_secs(240)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    sampler.join().unwrap();
+    let peak = peak.load(std::sync::atomic::Ordering::Relaxed);
+    let count = |m: &str| got.values().filter(|v| v["mode"] == m).count();
+    eprintln!(
+        "storm: sent 1000 in {sent_in:?}; answered {} (full {}, triage {}, degraded {}); rss idle {idle} KiB peak {peak} KiB ({:+.1}%)",
+        got.len(),
+        count("full"),
+        count("triage"),
+        count("degraded"),
+        (peak as f64 / idle as f64 - 1.0) * 100.0
+    );
+    assert!(
+        sent_in < Duration::from_secs(11),
+        "publishing took {sent_in:?}"
+    );
+    assert_eq!(
+        got.len(),
+        1000,
+        "every alarm must be answered (full, triage or merged)"
+    );
+    assert!(
+        peak as f64 <= idle as f64 * 1.10,
+        "peak RSS {peak} KiB is more than 10% over idle {idle} KiB"
+    );
+}
