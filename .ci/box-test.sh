@@ -140,9 +140,17 @@ if [ -f "$rootfs/.tidewatch-box-stamp" ] && [ "$(cat "$rootfs/.tidewatch-box-sta
 else
     rm -rf "$rootfs" "$rootfs.partial"
     mkdir -p "$cache"
-    say "debootstrap $suite ($packages)"
+    # Use the Debian mirror this machine's apt is already configured with
+    # (deb822 "URIs:" or one-line "deb URL suite" sources), not a hard-coded one.
+    mirror=$(
+        { grep -hE '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}'
+          grep -hE '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | awk '{print $2}'
+        } | grep -m1 -E '/debian/?$' || true
+    )
+    [ -n "$mirror" ] || fail "no Debian mirror found in /etc/apt/sources.list*; debootstrap needs one"
+    say "debootstrap $suite ($packages) from $mirror"
     debootstrap --variant=minbase --include="$packages" "$suite" "$rootfs.partial" \
-        http://deb.debian.org/debian >"$cache/debootstrap.log" 2>&1 ||
+        "$mirror" >"$cache/debootstrap.log" 2>&1 ||
         fail "debootstrap failed, see $cache/debootstrap.log"
     echo "$stamp" >"$rootfs.partial/.tidewatch-box-stamp"
     mv "$rootfs.partial" "$rootfs"

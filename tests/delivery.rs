@@ -226,7 +226,7 @@ async fn malformed_flood_gets_one_error_each_and_valid_alarms_are_diagnosed() {
 async fn diagnosis_made_while_the_broker_is_down_lands_from_the_outbox() {
     let broker = Broker::start();
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path(), broker.port, "down", "max_tokens = 160", "");
+    let cfg = config(dir.path(), broker.port, "down", "max_tokens = 96", "");
     let mut c = Client::connect_with(broker.port, "down", "down-client", false).await;
     let d = Daemon::start(&cfg, &[]);
     assert!(
@@ -252,10 +252,9 @@ async fn diagnosis_made_while_the_broker_is_down_lands_from_the_outbox() {
         d.log()
     );
     let (port, pdir) = broker.stop();
-    // Down for longer than the generation takes.
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    // Stay down until the whole generation has finished.
     assert!(
-        d.log().contains("diagnosed"),
+        d.wait_log("diagnosed", Duration::from_secs(90)),
         "generation should have finished while the broker was down:\n{}",
         d.log()
     );

@@ -45,13 +45,13 @@ async fn injected_stall_is_cancelled_restarted_and_still_answered() {
     }
     let broker = Broker::start();
     let dir = tempfile::tempdir().unwrap();
-    let deadline = 20.0;
+    let deadline = 40.0;
     let cfg = config(
         dir.path(),
         broker.port,
         "stall",
         "",
-        &fast_watchdog(2.0, deadline, 5.0),
+        &fast_watchdog(4.0, deadline, 5.0),
     );
     let mut c = Client::connect(broker.port, "stall", "stall-client").await;
     let d = Daemon::start(&cfg, &[("TIDEWATCH_FAULT", "stall-after:5")]);
@@ -118,7 +118,7 @@ async fn native_stall_stops_watchdog_pings_but_the_alarm_is_answered() {
         broker.port,
         "wedge",
         "",
-        &fast_watchdog(1.0, 20.0, 2.0),
+        &fast_watchdog(2.0, 20.0, 3.0),
     );
     let (sock, path) = notify_socket(dir.path());
     let mut c = Client::connect(broker.port, "wedge", "wedge-client").await;

@@ -233,7 +233,7 @@ pub(crate) struct SlotState<'m> {
     kv: Vec<LlamaToken>,
     n_batch: usize,
     n_ctx: usize,
-    /// Prompt tokens per decode call, adapted so each call takes about a
+    /// Prompt tokens per decode call, adapted so each call takes about half a
     /// second: progress must be reported at least every 2 s on the board.
     chunk: usize,
     progress: &'m Progress,
@@ -316,8 +316,10 @@ impl<'m> SlotState<'m> {
                 }
             })?;
             if adapt && end - i >= 8 {
+                // Aim for half a second per call: progress must be reported at
+                // least every 2 s on the board, with room for a busy machine.
                 let rate = (end - i) as f64 / t0.elapsed().as_secs_f64().max(1e-6);
-                self.chunk = (rate as usize).clamp(8, self.n_batch);
+                self.chunk = ((rate * 0.5) as usize).clamp(8, self.n_batch);
             }
             self.kv.extend_from_slice(&tokens[i..end]);
             last_idx = (end - i - 1) as i32;

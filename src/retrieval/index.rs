@@ -9,7 +9,8 @@
 //!   2. terms: fixed 8-byte rows `(hash u32, value u32)`, sorted by hash and
 //!      binary-searched in place; the value is either a postings offset or,
 //!      with the top bit set, the term's single posting (passage, tf) inline;
-//!   3. passage table: fixed 12-byte rows `(offset u32, len u32, length u16, doc u16)`;
+//!   3. passage table: fixed 8-byte rows `(offset u32, length in terms u16, doc u16)`;
+//!      a passage's bytes end where the next one's begin;
 //!   4. postings: one postcard `Vec<u32>` per term, each entry
 //!      `passage delta << 3 | min(tf, 7)`, so most entries take one byte;
 //!   5. passages: one LZ4 block (size-prefixed) of a postcard `StoredPassage`
@@ -36,7 +37,7 @@ fn disk_hash(term: &str) -> u32 {
 use super::IndexError;
 
 pub const MAGIC: [u8; 8] = *b"TWIDX\r\n\x1a";
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 pub const HEADER_LEN: usize = 64;
 const TERM_ROW: usize = 8;
 /// Marks a term row whose only posting is stored in the row itself: most CJK
@@ -44,7 +45,7 @@ const TERM_ROW: usize = 8;
 /// than the row.
 const INLINE: u32 = 1 << 31;
 const MAX_TF: u32 = 7;
-const PASSAGE_ROW: usize = 12;
+const PASSAGE_ROW: usize = 8;
 
 /// A term's document frequency and its `(passage, tf)` list.
 pub type Postings = (u32, Vec<(u32, u16)>);
@@ -138,7 +139,7 @@ pub fn build(docs: &[Document]) -> Result<Vec<u8>, IndexError> {
             let pid = u32::try_from(passages.len()).map_err(|_| too_big("passage count"))?;
             // The title and heading are indexed with the text: operators' words
             // often match the heading ("jacket water", "滑油压力") better than the body.
-            let indexed = format!("{} {} {}", d.title, c.section, c.text);
+            let indexed = format!("{} {}", c.section, c.text);
             let ts = terms(&indexed);
             let dl = ts.len().min(usize::from(u16::MAX)) as u16;
             let mut tf: HashMap<u32, u16> = HashMap::new();
@@ -212,7 +213,6 @@ pub fn build(docs: &[Document]) -> Result<Vec<u8>, IndexError> {
         let enc = lz4_flex::block::compress_prepend_size(&plain);
         let off = u32::try_from(pbytes.len()).map_err(|_| too_big("passage text"))?;
         pmeta.extend_from_slice(&off.to_le_bytes());
-        pmeta.extend_from_slice(&(enc.len() as u32).to_le_bytes());
         pmeta.extend_from_slice(&dl.to_le_bytes());
         pmeta.extend_from_slice(&doc.to_le_bytes());
         pbytes.extend_from_slice(&enc);
@@ -444,7 +444,7 @@ impl RawIndex {
     pub fn passage_meta(&self, pid: u32) -> (u16, u16) {
         let m = &self.bytes[self.pmeta.0..self.pmeta.1];
         let row = pid as usize * PASSAGE_ROW;
-        (u16_at(m, row + 8), u16_at(m, row + 10))
+        (u16_at(m, row + 4), u16_at(m, row + 6))
     }
 
     pub fn passage(&self, pid: u32) -> Result<StoredPassage, IndexError> {
@@ -453,10 +453,16 @@ impl RawIndex {
         }
         let m = &self.bytes[self.pmeta.0..self.pmeta.1];
         let row = pid as usize * PASSAGE_ROW;
-        let (off, len) = (u32_at(m, row) as usize, u32_at(m, row + 4) as usize);
         let p = &self.bytes[self.passages.0..self.passages.1];
+        // A passage ends where the next begins (or at the end of the section).
+        let off = u32_at(m, row) as usize;
+        let end = if pid + 1 < self.n_passages {
+            u32_at(m, row + PASSAGE_ROW) as usize
+        } else {
+            p.len()
+        };
         let bytes = p
-            .get(off..off.saturating_add(len))
+            .get(off..end.max(off))
             .ok_or_else(|| IndexError::Corrupt("passage offset out of range".into()))?;
         let plain = lz4_flex::block::decompress_size_prepended(bytes)
             .map_err(|e| IndexError::Corrupt(format!("passage {pid}: {e}")))?;

@@ -369,9 +369,9 @@ mod tests {
     #[test]
     fn future_version_is_detected() {
         let mut b = sample();
-        b[8..12].copy_from_slice(&3u32.to_le_bytes());
+        b[8..12].copy_from_slice(&4u32.to_le_bytes());
         let e = Index::from_bytes(b).err().unwrap().to_string();
-        assert!(e.contains("version 3 is not supported"), "{e}");
+        assert!(e.contains("version 4 is not supported"), "{e}");
     }
 
     #[test]

@@ -25,6 +25,11 @@ fn normalize_word(w: &str) -> Option<String> {
     if w.is_empty() || STOPWORDS.contains(&w.as_str()) {
         return None;
     }
+    // "1)", "2." list markers put one- and two-digit numbers in nearly every
+    // passage: no ranking value, and a posting in every list.
+    if w.len() <= 2 && w.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
     // A light plural fold: "pumps" and "pump" must meet; anything smarter
     // belongs to a real stemmer and is not worth its weight here.
     let w = if w.len() > 4
