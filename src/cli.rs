@@ -297,11 +297,7 @@ pub async fn diagnose(cfg: Config, alarm_path: &std::path::Path) -> Result<(), C
     };
     let d = pipeline.diagnose(&mut slots[0], &alarm).await;
     let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
-        "{}",
-        serde_json::to_string_pretty(&d).unwrap_or_default()
-    )?;
+    print_json(&mut out, &d)?;
     Ok(())
 }
 
@@ -360,7 +356,7 @@ pub fn check_config(cfg: &Config, offline: bool) -> Result<(), CliError> {
     )?;
     writeln!(
         out,
-        "  llama.cpp {} | {}",
+        "  tidewatch {}, llama.cpp from llama-cpp-sys-2 0.1.160: {}",
         env!("CARGO_PKG_VERSION"),
         i.llama_cpp
     )?;
@@ -379,11 +375,7 @@ pub fn eval_retrieval(
     let r = crate::eval::run_retrieval(&idx, &cs)?;
     let mut out = std::io::stdout().lock();
     if json {
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&r).unwrap_or_default()
-        )?;
+        print_json(&mut out, &r)?;
         return Ok(());
     }
     writeln!(
@@ -440,11 +432,7 @@ pub async fn eval_full(
     let r = crate::eval::run_full(&pipeline, &mut slots[0], &cs, style, progress).await;
     let mut out = std::io::stdout().lock();
     if json {
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&r).unwrap_or_default()
-        )?;
+        print_json(&mut out, &r)?;
     } else {
         let v = serde_json::to_value(&r).unwrap_or_default();
         if let Some(m) = v.as_object() {
@@ -464,11 +452,7 @@ pub fn bench_retrieval(a: &BenchArgs) -> Result<(), CliError> {
     let r = r?;
     let mut out = std::io::stdout().lock();
     if a.json {
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&r).unwrap_or_default()
-        )?;
+        print_json(&mut out, &r)?;
     } else {
         writeln!(
             out,
@@ -662,11 +646,7 @@ pub fn bench_models(
                 .unwrap_or_default()
             )?;
         } else {
-            writeln!(
-                out,
-                "{}",
-                serde_json::to_string_pretty(&results).unwrap_or_default()
-            )?;
+            print_json(&mut out, &results)?;
         }
         return Ok(());
     }
@@ -686,4 +666,12 @@ pub fn bench_models(
         }
     }
     Ok(())
+}
+
+fn print_json(out: &mut impl Write, v: &impl serde::Serialize) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{}",
+        serde_json::to_string_pretty(v).unwrap_or_default()
+    )
 }

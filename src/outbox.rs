@@ -54,6 +54,17 @@ pub struct Entry {
     pub payload: Vec<u8>,
 }
 
+impl Entry {
+    fn record(&self) -> Rec {
+        Rec::Put {
+            seq: self.seq,
+            alarm_id: self.alarm_id.clone(),
+            topic: self.topic.clone(),
+            payload: self.payload.clone(),
+        }
+    }
+}
+
 /// What opening found.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct OpenReport {
@@ -260,13 +271,7 @@ impl Outbox {
             .collect();
         kept.sort_by_key(|e| e.seq);
         for e in kept {
-            let put = Rec::Put {
-                seq: e.seq,
-                alarm_id: e.alarm_id.clone(),
-                topic: e.topic.clone(),
-                payload: e.payload.clone(),
-            };
-            out.extend_from_slice(&frame(&put));
+            out.extend_from_slice(&frame(&e.record()));
             if !self.pending.contains_key(&e.seq) {
                 out.extend_from_slice(&frame(&Rec::Ack { seq: e.seq }));
             }
@@ -274,13 +279,7 @@ impl Outbox {
         // Undelivered entries that fell out of the cache must survive too.
         for e in self.pending.values() {
             if self.answered.get(&e.alarm_id).map(|a| a.seq) != Some(e.seq) {
-                let put = Rec::Put {
-                    seq: e.seq,
-                    alarm_id: e.alarm_id.clone(),
-                    topic: e.topic.clone(),
-                    payload: e.payload.clone(),
-                };
-                out.extend_from_slice(&frame(&put));
+                out.extend_from_slice(&frame(&e.record()));
             }
         }
         {

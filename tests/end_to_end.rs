@@ -184,10 +184,10 @@ fn missing_model_fails_with_a_message_naming_the_file() {
 fn diagnose_command_prints_a_diagnosis_without_mqtt() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), free_port(), "cli", "", "");
-    let a = dir.path().join("alarm.json");
-    std::fs::write(
-        &a,
-        alarm(
+    let d = diagnose_cli(
+        dir.path(),
+        &cfg,
+        &alarm(
             "cli-1",
             "DG2",
             "DG-REV-PWR",
@@ -195,21 +195,7 @@ fn diagnose_command_prints_a_diagnosis_without_mqtt() {
             "generator",
             "DG2 reverse power trip",
         ),
-    )
-    .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tidewatch"))
-        .args(["diagnose", "--config"])
-        .arg(&cfg)
-        .arg("--alarm")
-        .arg(&a)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
-    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_full_diagnosis_shape(&d);
     assert_eq!(d["alarm_id"], "cli-1");
 }

@@ -235,10 +235,10 @@ async fn notifications_arrive_ready_then_status_then_stopping() {
 fn runaway_generation_is_cut_off_at_its_budget() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), free_port(), "budget", "max_tokens = 16", "");
-    let a = dir.path().join("alarm.json");
-    std::fs::write(
-        &a,
-        alarm(
+    let d = diagnose_cli(
+        dir.path(),
+        &cfg,
+        &alarm(
             "b-1",
             "ME1",
             "ME-JCW-TEMP-HI",
@@ -246,21 +246,7 @@ fn runaway_generation_is_cut_off_at_its_budget() {
             "main_engine_cooling",
             "JCW temp high",
         ),
-    )
-    .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tidewatch"))
-        .args(["diagnose", "--config"])
-        .arg(&cfg)
-        .arg("--alarm")
-        .arg(&a)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
-    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_full_diagnosis_shape(&d);
     assert_eq!(d["mode"], "full", "{d}");
     let n = d["timings"]["generated_tokens"].as_u64().unwrap();

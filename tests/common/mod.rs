@@ -419,3 +419,22 @@ impl Client {
         got
     }
 }
+
+/// Runs `tidewatch diagnose` on one alarm and returns the printed diagnosis.
+pub fn diagnose_cli(dir: &Path, cfg: &Path, alarm_json: &str) -> serde_json::Value {
+    let a = dir.join("alarm.json");
+    std::fs::write(&a, alarm_json).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tidewatch"))
+        .args(["diagnose", "--config"])
+        .arg(cfg)
+        .arg("--alarm")
+        .arg(&a)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
