@@ -242,7 +242,7 @@ pub struct FullReport {
 }
 
 /// Runs every case through `pipeline` on `slot` (the slot should be fresh, so
-/// the first case measures a cold TTFT), then repeats the first case to
+/// the first case measures a cold TTFT), then repeats the last case to
 /// measure a fully reused prompt.
 pub async fn run_full(
     pipeline: &crate::pipeline::Pipeline,
@@ -301,8 +301,9 @@ pub async fn run_full(
             eprint!("\reval {}/{} {:<40}", i + 1, cases.len(), c.case);
         }
     }
+    // The same alarm again right away: its whole prompt is still in the cache.
     let mut repeat = 0.0;
-    if let Some(c) = cases.first() {
+    if let Some(c) = cases.last() {
         let tr = pipeline.diagnose_traced(slot, &c.alarm, style).await;
         repeat = tr.first.map_or(0.0, |o| o.ttft_ms);
     }
