@@ -288,13 +288,7 @@ pub async fn diagnose(cfg: Config, alarm_path: &std::path::Path) -> Result<(), C
             reason: e.to_string(),
         }
     })?;
-    let (index, model, mut slots, counters) = crate::daemon::load(&cfg).await?;
-    let pipeline = crate::pipeline::Pipeline {
-        index,
-        model,
-        cfg: std::sync::Arc::new(cfg),
-        counters,
-    };
+    let (pipeline, mut slots) = crate::daemon::load_pipeline(cfg).await?;
     let d = pipeline.diagnose(&mut slots[0], &alarm).await;
     let mut out = std::io::stdout().lock();
     print_json(&mut out, &d)?;
@@ -416,13 +410,7 @@ pub async fn eval_full(
     if let Some(m) = model {
         cfg.llm.model = m;
     }
-    let (index, model, mut slots, counters) = crate::daemon::load(&cfg).await?;
-    let pipeline = crate::pipeline::Pipeline {
-        index,
-        model,
-        cfg: std::sync::Arc::new(cfg),
-        counters,
-    };
+    let (pipeline, mut slots) = crate::daemon::load_pipeline(cfg).await?;
     let style = if style == "grammar" {
         crate::llm::Style::FullGrammar
     } else {

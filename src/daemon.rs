@@ -102,6 +102,18 @@ pub async fn load(
     Ok((index, model, slots, counters))
 }
 
+/// `load`, assembled into a pipeline: what the one-shot commands need.
+pub async fn load_pipeline(cfg: Config) -> Result<(Pipeline, Vec<Slot>), DaemonError> {
+    let (index, model, slots, counters) = load(&cfg).await?;
+    let pipeline = Pipeline {
+        index,
+        model,
+        cfg: Arc::new(cfg),
+        counters,
+    };
+    Ok((pipeline, slots))
+}
+
 /// Runs the daemon until `cancel` fires.
 pub async fn run(cfg: Config, cancel: CancellationToken) -> Result<(), DaemonError> {
     let notifier = Arc::new(Notifier::from_env());
