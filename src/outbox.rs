@@ -324,6 +324,14 @@ impl Outbox {
 mod tests {
     use super::*;
 
+    /// An outbox file holding two undelivered entries, a1 then a2.
+    fn two_entries(dir: &Path) -> PathBuf {
+        let (mut ob, _) = Outbox::open(dir, 1 << 20).unwrap();
+        ob.put("a1", "t", b"one").unwrap();
+        ob.put("a2", "t", b"two").unwrap();
+        dir.join("outbox.log")
+    }
+
     #[test]
     fn entries_survive_reopen_until_acked() {
         let d = tempfile::tempdir().unwrap();
@@ -342,11 +350,7 @@ mod tests {
     #[test]
     fn torn_last_record_is_cut_off_not_fatal() {
         let d = tempfile::tempdir().unwrap();
-        let (mut ob, _) = Outbox::open(d.path(), 1 << 20).unwrap();
-        ob.put("a1", "t", b"one").unwrap();
-        ob.put("a2", "t", b"two").unwrap();
-        drop(ob);
-        let p = d.path().join("outbox.log");
+        let p = two_entries(d.path());
         let len = std::fs::metadata(&p).unwrap().len();
         let f = OpenOptions::new().write(true).open(&p).unwrap();
         f.set_len(len - 3).unwrap();
@@ -366,11 +370,7 @@ mod tests {
     #[test]
     fn flipped_byte_stops_at_the_damaged_record() {
         let d = tempfile::tempdir().unwrap();
-        let (mut ob, _) = Outbox::open(d.path(), 1 << 20).unwrap();
-        ob.put("a1", "t", b"one").unwrap();
-        ob.put("a2", "t", b"two").unwrap();
-        drop(ob);
-        let p = d.path().join("outbox.log");
+        let p = two_entries(d.path());
         let mut b = std::fs::read(&p).unwrap();
         let n = b.len();
         b[n - 2] ^= 0xff;

@@ -22,20 +22,16 @@ async fn english_and_chinese_alarms_get_full_diagnoses_and_status_is_online() {
         d.log()
     );
 
-    c.publish(
-        "e2e/alarm/ME1",
-        alarm(
+    let en = c
+        .ask(
+            "e2e",
             "en-1",
             "ME1",
             "ME-JCW-TEMP-HI",
             "major",
             "main_engine_cooling",
             "JCW outlet temp high cyl 3",
-        ),
-    )
-    .await;
-    let en = c
-        .expect("e2e/diagnosis/ME1", T, |v| v["alarm_id"] == "en-1")
+        )
         .await;
     assert_full_diagnosis_shape(&en);
     assert_eq!(en["equipment"], "ME1");
@@ -48,20 +44,16 @@ async fn english_and_chinese_alarms_get_full_diagnoses_and_status_is_online() {
         assert!(s["doc"].as_str().unwrap().starts_with("main_engine"), "{s}");
     }
 
-    c.publish(
-        "e2e/alarm/ME1",
-        alarm(
+    let zh = c
+        .ask(
+            "e2e",
             "zh-1",
             "ME1",
             "ME-LO-PRES-LO",
             "critical",
             "main_engine_lube_oil",
             "主机滑油进口压力低，备用泵已启动",
-        ),
-    )
-    .await;
-    let zh = c
-        .expect("e2e/diagnosis/ME1", T, |v| v["alarm_id"] == "zh-1")
+        )
         .await;
     assert_full_diagnosis_shape(&zh);
     assert_eq!(zh["code"], "ME-LO-PRES-LO");
@@ -137,20 +129,16 @@ async fn malformed_alarms_each_get_an_error_and_the_next_valid_alarm_is_diagnose
         "{e}"
     );
 
-    c.publish(
-        "bad/alarm/BLG",
-        alarm(
+    let ok = c
+        .ask(
+            "bad",
             "ok-1",
             "BLG",
             "BLG-WELL-LVL-HI",
             "major",
             "bilge",
             "engine room bilge level high",
-        ),
-    )
-    .await;
-    let ok = c
-        .expect("bad/diagnosis/BLG", T, |v| v["alarm_id"] == "ok-1")
+        )
         .await;
     assert_full_diagnosis_shape(&ok);
     assert!(d.child.id() > 0);

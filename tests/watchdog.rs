@@ -58,20 +58,16 @@ async fn injected_stall_is_cancelled_restarted_and_still_answered() {
     assert!(d.wait_log("tidewatch ready", T), "{}", d.log());
 
     let sent = Instant::now();
-    c.publish(
-        "stall/alarm/DG1",
-        alarm(
+    let first = c
+        .ask(
+            "stall",
             "s-1",
             "DG1",
             "DG-REV-PWR",
             "critical",
             "generator",
             "DG1 reverse power trip",
-        ),
-    )
-    .await;
-    let first = c
-        .expect("stall/diagnosis/DG1", T, |v| v["alarm_id"] == "s-1")
+        )
         .await;
     let took = sent.elapsed();
     assert!(
@@ -81,20 +77,16 @@ async fn injected_stall_is_cancelled_restarted_and_still_answered() {
     assert_full_diagnosis_shape(&first);
     assert!(d.log().contains("slot hung"), "{}", d.log());
 
-    c.publish(
-        "stall/alarm/DG1",
-        alarm(
+    let second = c
+        .ask(
+            "stall",
             "s-2",
             "DG1",
             "DG-OVERSPEED",
             "major",
             "generator",
             "DG1 overspeed trip",
-        ),
-    )
-    .await;
-    let second = c
-        .expect("stall/diagnosis/DG1", T, |v| v["alarm_id"] == "s-2")
+        )
         .await;
     assert_eq!(second["mode"], "full", "{second}");
     let st = c

@@ -438,3 +438,26 @@ pub fn diagnose_cli(dir: &Path, cfg: &Path, alarm_json: &str) -> serde_json::Val
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+impl Client {
+    /// Publishes an alarm on `{prefix}/alarm/{equipment}` and waits for its
+    /// diagnosis on `{prefix}/diagnosis/{equipment}`.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn ask(
+        &mut self,
+        prefix: &str,
+        id: &str,
+        equipment: &str,
+        code: &str,
+        severity: &str,
+        kind: &str,
+        message: &str,
+    ) -> serde_json::Value {
+        let body = alarm(id, equipment, code, severity, kind, message);
+        self.publish(&format!("{prefix}/alarm/{equipment}"), body)
+            .await;
+        let topic = format!("{prefix}/diagnosis/{equipment}");
+        self.expect(&topic, Duration::from_secs(90), |v| v["alarm_id"] == id)
+            .await
+    }
+}
