@@ -40,6 +40,7 @@ fn alarm_n(id: &str, i: usize) -> (String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broker_restart_during_a_burst_of_50_loses_nothing() {
+    let _serial = common::serial();
     let broker = Broker::start();
     let port = broker.port;
     let dir = tempfile::tempdir().unwrap();
@@ -94,6 +95,7 @@ async fn broker_restart_during_a_burst_of_50_loses_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_generation_then_restart_answers_every_alarm() {
+    let _serial = common::serial();
     let broker = Broker::start();
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), broker.port, "kill", FAST, "");
@@ -148,6 +150,7 @@ async fn sigkill_mid_generation_then_restart_answers_every_alarm() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_flood_gets_one_error_each_and_valid_alarms_are_diagnosed() {
+    let _serial = common::serial();
     let broker = Broker::start();
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), broker.port, "flood", FAST, "");
@@ -224,6 +227,7 @@ async fn malformed_flood_gets_one_error_each_and_valid_alarms_are_diagnosed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diagnosis_made_while_the_broker_is_down_lands_from_the_outbox() {
+    let _serial = common::serial();
     let broker = Broker::start();
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), broker.port, "down", "max_tokens = 96", "");
@@ -280,6 +284,7 @@ async fn diagnosis_made_while_the_broker_is_down_lands_from_the_outbox() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn storm_of_1000_alarms_is_answered_with_bounded_memory() {
+    let _serial = common::serial();
     let broker = Broker::start();
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(

@@ -11,6 +11,7 @@ const T: Duration = Duration::from_secs(90);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn english_and_chinese_alarms_get_full_diagnoses_and_status_is_online() {
+    let _serial = common::serial();
     let broker = Broker::start();
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), broker.port, "e2e", "", "");
@@ -85,6 +86,7 @@ async fn english_and_chinese_alarms_get_full_diagnoses_and_status_is_online() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_alarms_each_get_an_error_and_the_next_valid_alarm_is_diagnosed() {
+    let _serial = common::serial();
     let broker = Broker::start();
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), broker.port, "bad", "", "");
@@ -146,6 +148,7 @@ async fn malformed_alarms_each_get_an_error_and_the_next_valid_alarm_is_diagnose
 
 #[test]
 fn missing_model_fails_with_a_message_naming_the_file() {
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), free_port(), "nomodel", "", "");
     let text = std::fs::read_to_string(&cfg).unwrap();
@@ -170,6 +173,7 @@ fn missing_model_fails_with_a_message_naming_the_file() {
 
 #[test]
 fn diagnose_command_prints_a_diagnosis_without_mqtt() {
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), free_port(), "cli", "", "");
     let d = diagnose_cli(

@@ -23,6 +23,7 @@ fn llama_render(model: &LlamaModel, jinja: &str) -> String {
 
 #[test]
 fn hand_written_templates_match_llama_cpp_and_the_fixtures() {
+    let _serial = common::serial();
     let model = LlamaModel::load_from_file(
         tidewatch::llm::backend(),
         common::test_model(),
@@ -55,6 +56,7 @@ fn hand_written_templates_match_llama_cpp_and_the_fixtures() {
 
 #[test]
 fn thinking_templates_get_the_empty_think_block_prefilled() {
+    let _serial = common::serial();
     let t = fixture("qwen3.jinja");
     assert!(template_thinks(&t));
     assert_eq!(Family::detect(&t), Some(Family::ChatMl));
@@ -65,6 +67,7 @@ fn thinking_templates_get_the_empty_think_block_prefilled() {
 
 #[test]
 fn gguf_template_of_the_test_model_is_detected() {
+    let _serial = common::serial();
     let model = LlamaModel::load_from_file(
         tidewatch::llm::backend(),
         common::test_model(),

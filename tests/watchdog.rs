@@ -40,6 +40,7 @@ fn drain(sock: &UnixDatagram, out: &mut Vec<(Instant, String)>, for_: Duration) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn injected_stall_is_cancelled_restarted_and_still_answered() {
+    let _serial = common::serial();
     if !cfg!(feature = "fault-injection") {
         panic!("build with --features fault-injection (deploy/test.sh does)");
     }
@@ -100,6 +101,7 @@ async fn injected_stall_is_cancelled_restarted_and_still_answered() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn native_stall_stops_watchdog_pings_but_the_alarm_is_answered() {
+    let _serial = common::serial();
     if !cfg!(feature = "fault-injection") {
         panic!("build with --features fault-injection (deploy/test.sh does)");
     }
@@ -173,6 +175,7 @@ async fn native_stall_stops_watchdog_pings_but_the_alarm_is_answered() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notifications_arrive_ready_then_status_then_stopping() {
+    let _serial = common::serial();
     let broker = Broker::start();
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), broker.port, "notify", "", "");
@@ -225,6 +228,7 @@ async fn notifications_arrive_ready_then_status_then_stopping() {
 
 #[test]
 fn runaway_generation_is_cut_off_at_its_budget() {
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), free_port(), "budget", "max_tokens = 16", "");
     let d = diagnose_cli(

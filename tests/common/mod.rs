@@ -38,6 +38,25 @@ pub fn test_model() -> PathBuf {
     p
 }
 
+/// Held for the whole of a test that runs the model. Two daemons with
+/// threads=2 on a 2-core machine make OpenMP spin against itself and turn a
+/// 3 s diagnosis into a minute, so model tests run one at a time, also across
+/// processes (nextest) because the lock is an flock on a shared file.
+pub struct Serial(std::fs::File);
+
+pub fn serial() -> Serial {
+    let path = std::env::temp_dir().join("tidewatch-model-tests.lock");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("test lock {}: {e}", path.display()));
+    f.lock()
+        .unwrap_or_else(|e| panic!("test lock {}: {e}", path.display()));
+    Serial(f)
+}
+
 pub fn mosquitto_bin() -> PathBuf {
     for p in [
         "/usr/sbin/mosquitto",
