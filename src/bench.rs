@@ -359,7 +359,7 @@ pub async fn worker(
             batch: c.batch,
             threads: c.threads,
             cpus: cfg2.llm.cpus.clone(),
-            first_chunk: 32,
+            prefix: None,
         };
         let mut slot =
             crate::llm::Slot::start(0, model.model.clone(), settings, counters.slots.clone())

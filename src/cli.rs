@@ -288,7 +288,7 @@ pub async fn diagnose(cfg: Config, alarm_path: &std::path::Path) -> Result<(), C
             reason: e.to_string(),
         }
     })?;
-    let (pipeline, mut slots) = crate::daemon::load_pipeline(cfg).await?;
+    let (pipeline, mut slots) = crate::daemon::load_pipeline(cfg, true).await?;
     let d = pipeline.diagnose(&mut slots[0], &alarm).await;
     let mut out = std::io::stdout().lock();
     print_json(&mut out, &d)?;
@@ -410,7 +410,7 @@ pub async fn eval_full(
     if let Some(m) = model {
         cfg.llm.model = m;
     }
-    let (pipeline, mut slots) = crate::daemon::load_pipeline(cfg).await?;
+    let (pipeline, mut slots) = crate::daemon::load_pipeline(cfg, false).await?;
     let style = if style == "grammar" {
         crate::llm::Style::FullGrammar
     } else {

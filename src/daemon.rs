@@ -65,9 +65,12 @@ struct Shared {
 }
 
 /// Loads the index and the model and starts `n` slots. Shared by `run`,
-/// `diagnose` and `eval`.
+/// `diagnose` and `eval`. With `warm`, each slot starts with the static
+/// prompt prefix in its KV cache, restored from (or saved to) `state_dir/kv`;
+/// `eval` goes without, to measure a cold start.
 pub async fn load(
     cfg: &Config,
+    warm: bool,
 ) -> Result<(Arc<Index>, Arc<Model>, Vec<Slot>, Arc<Counters>), DaemonError> {
     let index = Arc::new(Index::open(&cfg.knowledge.index)?);
     let model_path = cfg.llm.model.clone();
@@ -85,7 +88,15 @@ pub async fn load(
         batch: cfg.llm.batch,
         threads: cfg.llm.threads,
         cpus: cfg.llm.cpus.clone(),
-        first_chunk: 32,
+        prefix: if warm {
+            Some(crate::llm::PrefixSpec {
+                text: model.static_prefix()?,
+                dir: Some(cfg.state_dir.join("kv")),
+                model_key: model.info.key.clone(),
+            })
+        } else {
+            None
+        },
     };
     let mut slots = Vec::new();
     for i in 0..cfg.llm.slots as usize {
@@ -103,8 +114,8 @@ pub async fn load(
 }
 
 /// `load`, assembled into a pipeline: what the one-shot commands need.
-pub async fn load_pipeline(cfg: Config) -> Result<(Pipeline, Vec<Slot>), DaemonError> {
-    let (index, model, slots, counters) = load(&cfg).await?;
+pub async fn load_pipeline(cfg: Config, warm: bool) -> Result<(Pipeline, Vec<Slot>), DaemonError> {
+    let (index, model, slots, counters) = load(&cfg, warm).await?;
     let pipeline = Pipeline {
         index,
         model,
@@ -122,7 +133,7 @@ pub async fn run(cfg: Config, cancel: CancellationToken) -> Result<(), DaemonErr
         source,
     })?;
     notifier.status("loading model and index");
-    let (index, model, slots, counters) = load(&cfg).await?;
+    let (index, model, slots, counters) = load(&cfg, true).await?;
     tracing::info!(
         model = %model.info.name,
         arch = %model.info.architecture,

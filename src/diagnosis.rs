@@ -47,6 +47,10 @@ pub struct Source {
 pub struct Timings {
     pub retrieval_ms: f64,
     pub prompt_tokens: u32,
+    /// Prompt tokens found in the slot's KV cache (static prefix, or the
+    /// part shared with the previous alarm) and not read again.
+    #[serde(default)]
+    pub cached_tokens: u32,
     pub ttft_ms: f64,
     pub generated_tokens: u32,
     pub generation_ms: f64,

@@ -292,6 +292,7 @@ impl Pipeline {
             timings: Timings {
                 retrieval_ms: round2(retrieval_ms),
                 prompt_tokens: out.prompt_tokens,
+                cached_tokens: out.reused_tokens,
                 ttft_ms: round2(out.ttft_ms),
                 generated_tokens: out.generated_tokens,
                 generation_ms: round2(out.generation_ms),

@@ -71,6 +71,14 @@ impl Progress {
             .store(self.now_ms(), Ordering::Relaxed);
     }
 
+    /// Called by llama.cpp's abort callback between graph nodes, i.e. many
+    /// times a second while a decode computes: a long prompt batch counts as
+    /// progress, and only a decode stuck inside one kernel goes quiet.
+    pub fn heartbeat(&self) {
+        self.last_progress_ms
+            .store(self.now_ms(), Ordering::Relaxed);
+    }
+
     pub fn set_looping(&self) {
         self.looping.store(true, Ordering::Relaxed);
     }

@@ -6,6 +6,7 @@
 //! model's identity for status and logs. It never talks to MQTT and never
 //! builds a diagnosis: `pipeline` does that from a `GenOutput`.
 
+pub mod prefix;
 pub mod schema;
 pub mod slot;
 
@@ -21,7 +22,8 @@ use llama_cpp_2::model::{LlamaChatMessage, LlamaModel};
 use crate::config::{LlmConfig, TemplateChoice, WatchdogConfig};
 use crate::prompt::{self, Family};
 use crate::watchdog::{judge, Limits, Progress, Verdict};
-pub use slot::{GenOutput, GenRequest, SlotSettings, Style};
+pub use prefix::PrefixSpec;
+pub use slot::{GenOutput, GenRequest, SlotSettings, Style, Warmed};
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum LlmError {
@@ -68,6 +70,9 @@ pub struct ModelInfo {
     pub template_family: Option<&'static str>,
     pub thinking_template: bool,
     pub llama_cpp: String,
+    /// Hex SHA-256 of the file's size and its first and last MiB, plus this
+    /// build's version: names the saved prompt-prefix states of this model.
+    pub key: String,
 }
 
 /// The loaded model and how to talk to it.
@@ -131,6 +136,7 @@ impl Model {
                 .map(Family::name),
             thinking_template,
             llama_cpp: llama_cpp_info(),
+            key: file_key(path, meta.len()).map_err(|e| err(e.to_string()))?,
         };
         Ok(Self {
             model: Arc::new(model),
@@ -152,6 +158,17 @@ impl Model {
             .vocab()
             .tokenize(text.as_bytes(), false, false)
             .len()
+    }
+
+    /// The text every prompt starts with: template, system prompt and the
+    /// fixed head of the user turn. Slots keep it in their KV cache.
+    pub fn static_prefix(&self) -> Result<String, LlmError> {
+        const MARK: &str = "\u{1}tidewatch-user\u{1}";
+        let user = format!("{}{MARK}", prompt::USER_HEAD);
+        let text = self.render(prompt::SYSTEM_PROMPT, &user, false)?;
+        text.find(MARK)
+            .map(|i| text[..i].to_string())
+            .ok_or_else(|| LlmError::Template("the chat template drops the user text".into()))
     }
 
     /// Renders system + user with the assistant turn opened. `fallback` forces
@@ -183,6 +200,23 @@ impl Model {
         }
         Ok(text)
     }
+}
+
+fn file_key(path: &Path, len: u64) -> std::io::Result<String> {
+    use sha2::Digest;
+    use std::io::{Read, Seek, SeekFrom};
+    const MIB: u64 = 1 << 20;
+    let mut f = std::fs::File::open(path)?;
+    let mut h = sha2::Sha256::new();
+    h.update(len.to_le_bytes());
+    h.update(env!("CARGO_PKG_VERSION").as_bytes());
+    let mut buf = vec![0u8; MIB.min(len) as usize];
+    f.read_exact(&mut buf)?;
+    h.update(&buf);
+    f.seek(SeekFrom::Start(len.saturating_sub(MIB)))?;
+    f.read_exact(&mut buf)?;
+    h.update(&buf);
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
 fn llama_cpp_info() -> String {

@@ -1,8 +1,8 @@
 //! One generation slot: an OS thread that owns a llama.cpp context and runs
 //! generation jobs sent over a channel.
 //!
-//! Owns the decode loop: KV-prefix reuse, prompt chunking sized for progress
-//! reports, schema-driven generation (fixed JSON parts batched, only values
+//! Owns the decode loop: KV-prefix reuse, the static prefix (computed once,
+//! saved in state_dir, restored at start), schema-driven generation (fixed JSON parts batched, only values
 //! sampled), the reference whole-grammar path, and the fault-injection hooks.
 //! It reports progress after every decode step and stops when its cancel flag
 //! is raised; it never decides on its own that it is hung (that is `watchdog`).
@@ -13,12 +13,14 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::context::session::LlamaStateSeqFlags;
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 
+use super::prefix::{self, PrefixSpec};
 use super::schema::{self, Draft, DraftCause};
 use super::LlmError;
 use crate::watchdog::{is_looping, Progress};
@@ -80,8 +82,17 @@ pub struct SlotSettings {
     pub batch: u32,
     pub threads: u32,
     pub cpus: Option<Vec<usize>>,
-    /// First prompt chunk size; later chunks adapt to the measured prompt speed.
-    pub first_chunk: usize,
+    /// The prompt text every job starts with (template + system prompt + the
+    /// fixed head of the user turn), decoded when the slot starts.
+    pub prefix: Option<PrefixSpec>,
+}
+
+/// How a slot got its prefix into the KV cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Warmed {
+    Restored,
+    Computed,
+    Failed,
 }
 
 /// llama.cpp contexts must not be created concurrently from one model
@@ -92,6 +103,7 @@ extern "C" fn abort_callback(data: *mut std::ffi::c_void) -> bool {
     // SAFETY: `data` is `Arc::as_ptr` of the slot's Progress, which the slot
     // thread keeps alive for as long as the context exists.
     let p = unsafe { &*(data as *const Progress) };
+    p.heartbeat();
     p.cancelled()
 }
 
@@ -187,6 +199,11 @@ pub(crate) fn run(
             return;
         }
     };
+    // After `ready`, so the daemon connects meanwhile; the first job simply
+    // queues behind the prefix on this thread.
+    if let Some(p) = &settings.prefix {
+        state.warm(p, slot);
+    }
     while let Ok(msg) = rx.recv() {
         match msg {
             SlotMsg::Run(req, reply) => {
@@ -202,6 +219,9 @@ pub(crate) fn run(
                 match build() {
                     Ok(ctx) => {
                         state = SlotState::new(&model, ctx, &settings, &progress);
+                        if let Some(p) = &settings.prefix {
+                            state.warm(p, slot);
+                        }
                         let _ = reply.send(Ok(()));
                     }
                     Err(e) => {
@@ -233,9 +253,6 @@ pub(crate) struct SlotState<'m> {
     kv: Vec<LlamaToken>,
     n_batch: usize,
     n_ctx: usize,
-    /// Prompt tokens per decode call, adapted so each call takes about half a
-    /// second: progress must be reported at least every 2 s on the board.
-    chunk: usize,
     progress: &'m Progress,
     /// Structural choices and sampled values, for the budget and the heartbeat.
     generated: u32,
@@ -256,7 +273,6 @@ impl<'m> SlotState<'m> {
             kv: Vec::new(),
             n_batch: s.batch as usize,
             n_ctx: s.ctx as usize,
-            chunk: s.first_chunk.clamp(1, s.batch as usize),
             progress,
             generated: 0,
             first_token_at: None,
@@ -275,7 +291,7 @@ impl<'m> SlotState<'m> {
 
     /// Decodes `tokens` after the cache, in chunks; logits for the last one.
     /// Returns the batch index of that logit row.
-    fn decode(&mut self, tokens: &[LlamaToken], adapt: bool) -> Result<i32, LlmError> {
+    fn decode(&mut self, tokens: &[LlamaToken]) -> Result<i32, LlmError> {
         if tokens.is_empty() {
             return Err(LlmError::Decode("nothing to decode".into()));
         }
@@ -297,8 +313,10 @@ impl<'m> SlotState<'m> {
                     std::thread::sleep(Duration::from_secs(3600));
                 }
             }
-            let step = if adapt { self.chunk } else { self.n_batch };
-            let end = (i + step).min(tokens.len());
+            // Whole batches: the abort callback reports progress from inside
+            // a decode, so prompt reading needs no small chunks for the
+            // watchdog's sake (small chunks cost prompt throughput).
+            let end = (i + self.n_batch).min(tokens.len());
             self.batch.clear();
             for (j, t) in tokens[i..end].iter().enumerate() {
                 let pos = (self.kv.len() + j) as i32;
@@ -307,7 +325,6 @@ impl<'m> SlotState<'m> {
                     .add(*t, pos, &[0], last)
                     .map_err(|e| LlmError::Decode(e.to_string()))?;
             }
-            let t0 = Instant::now();
             self.ctx.decode(&mut self.batch).map_err(|e| {
                 if self.progress.cancelled() {
                     LlmError::Cancelled
@@ -315,18 +332,104 @@ impl<'m> SlotState<'m> {
                     LlmError::Decode(e.to_string())
                 }
             })?;
-            if adapt && end - i >= 8 {
-                // Aim for half a second per call: progress must be reported at
-                // least every 2 s on the board, with room for a busy machine.
-                let rate = (end - i) as f64 / t0.elapsed().as_secs_f64().max(1e-6);
-                self.chunk = ((rate * 0.5) as usize).clamp(8, self.n_batch);
-            }
             self.kv.extend_from_slice(&tokens[i..end]);
             last_idx = (end - i - 1) as i32;
             self.progress.tick(self.generated);
             i = end;
         }
         Ok(last_idx)
+    }
+
+    /// Puts the static prefix into the KV cache: restored from its saved
+    /// state when there is one for this model and prompt, else decoded and
+    /// saved. A state that does not load is removed and recomputed.
+    pub(crate) fn warm(&mut self, spec: &PrefixSpec, slot: usize) -> Warmed {
+        let t0 = Instant::now();
+        let tokens = self.tokenize(&spec.text, true);
+        if tokens.is_empty() || tokens.len() + 1 >= self.n_ctx {
+            return Warmed::Failed;
+        }
+        let path = spec.dir.as_ref().map(|d| d.join(spec.file_name(&tokens)));
+        if let Some(path) = path.as_ref().filter(|p| p.is_file()) {
+            match self.restore_prefix(path, &tokens) {
+                Ok(()) => {
+                    prefix::remove_stale(path);
+                    tracing::info!(slot, tokens = tokens.len(), ms = t0.elapsed().as_millis() as u64, file = %path.display(), "prompt prefix restored from state_dir");
+                    return Warmed::Restored;
+                }
+                Err(reason) => {
+                    tracing::warn!(slot, file = %path.display(), %reason, "saved prompt prefix does not load; recomputing it");
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+        }
+        self.kv.clear();
+        self.ctx.clear_kv_cache();
+        if let Err(e) = self.decode(&tokens) {
+            tracing::warn!(slot, error = %e, "prompt prefix could not be decoded; jobs read it themselves");
+            self.kv.clear();
+            self.ctx.clear_kv_cache();
+            return Warmed::Failed;
+        }
+        let ms = t0.elapsed().as_millis() as u64;
+        match &path {
+            Some(path) => match self.save_prefix(path, slot) {
+                Ok(bytes) => {
+                    tracing::info!(slot, tokens = tokens.len(), ms, bytes, file = %path.display(), "prompt prefix computed and saved")
+                }
+                Err(e) => {
+                    tracing::warn!(slot, file = %path.display(), error = %e, "prompt prefix computed but cannot be saved")
+                }
+            },
+            None => tracing::info!(slot, tokens = tokens.len(), ms, "prompt prefix computed"),
+        }
+        Warmed::Computed
+    }
+
+    fn restore_prefix(
+        &mut self,
+        path: &std::path::Path,
+        tokens: &[LlamaToken],
+    ) -> Result<(), String> {
+        let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+        let (saved, state) = prefix::decode(&bytes).map_err(|e| e.to_string())?;
+        if saved != tokens {
+            return Err("its tokens differ from the prompt's".into());
+        }
+        self.kv.clear();
+        self.ctx.clear_kv_cache();
+        // SAFETY: the bytes are what `state_seq_get_data_ext` of this build
+        // and model wrote (file name keyed by both; length and CRC checked).
+        let ok = unsafe {
+            self.ctx
+                .state_seq_set_data_ext(state, 0, LlamaStateSeqFlags::empty())
+        };
+        if !ok {
+            self.ctx.clear_kv_cache();
+            return Err("llama.cpp rejected the state".into());
+        }
+        self.kv = saved;
+        Ok(())
+    }
+
+    fn save_prefix(&self, path: &std::path::Path, slot: usize) -> std::io::Result<usize> {
+        let flags = LlamaStateSeqFlags::empty();
+        let size = self.ctx.state_seq_get_size_ext(0, flags);
+        let mut state = vec![0u8; size];
+        // SAFETY: the buffer has the size llama.cpp just reported.
+        let n = unsafe {
+            self.ctx
+                .state_seq_get_data_ext(state.as_mut_ptr(), 0, flags)
+        };
+        if n != size {
+            return Err(std::io::Error::other(format!(
+                "llama.cpp wrote {n} of {size} state bytes"
+            )));
+        }
+        let bytes = prefix::encode(&self.kv, &state);
+        prefix::write_atomic(path, &bytes, slot)?;
+        prefix::remove_stale(path);
+        Ok(bytes.len())
     }
 
     /// Brings the cache to `prompt`, reusing the longest common prefix, and
@@ -353,7 +456,7 @@ impl<'m> SlotState<'m> {
             }
             self.kv.truncate(lcp);
         }
-        let idx = self.decode(&prompt[lcp..], true)?;
+        let idx = self.decode(&prompt[lcp..])?;
         Ok((idx, lcp))
     }
 
@@ -462,7 +565,7 @@ impl<'m> SlotState<'m> {
                 Piece::Body => {
                     bytes.extend_from_slice(&piece);
                     toks.push(t);
-                    idx = self.decode(&[t], false)?;
+                    idx = self.decode(&[t])?;
                 }
                 Piece::Close(n) => {
                     bytes.extend_from_slice(&piece[..n]);
@@ -525,7 +628,7 @@ impl<'m> SlotState<'m> {
                 pending.extend_from_slice(&seqs[k][depth.min(seqs[k].len())..]);
                 return Ok(k);
             }
-            let idx = self.decode(&std::mem::take(pending), false)?;
+            let idx = self.decode(&std::mem::take(pending))?;
             let logits = self.ctx.get_logits_ith(idx);
             let score = |t: Option<LlamaToken>| {
                 t.map_or(f32::NEG_INFINITY, |t| {
@@ -580,7 +683,7 @@ impl<'m> SlotState<'m> {
         };
         pending.extend(self.tokenize(&schema::SUMMARY_TO_CAUSES[1..], false));
         loop {
-            idx = self.decode(&std::mem::take(&mut pending), false)?;
+            idx = self.decode(&std::mem::take(&mut pending))?;
             let parts = if draft.probable_causes.is_empty() {
                 2
             } else {
@@ -611,7 +714,7 @@ impl<'m> SlotState<'m> {
             }
         }
         loop {
-            idx = self.decode(&std::mem::take(&mut pending), false)?;
+            idx = self.decode(&std::mem::take(&mut pending))?;
             let cap = share(self.generated, 1, schema::ITEM_TOKENS);
             let action = self.string_value(&mut sampler, idx, cap, budget, &mut pending)?;
             draft.actions.push(action);
@@ -690,7 +793,7 @@ impl<'m> SlotState<'m> {
                 out.raw = String::from_utf8_lossy(&bytes).into_owned();
                 return Ok(());
             }
-            idx = self.decode(&[t], false)?;
+            idx = self.decode(&[t])?;
         }
         out.raw = String::from_utf8_lossy(&bytes).into_owned();
         Err(LlmError::Unusable(format!(

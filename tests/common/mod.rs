@@ -388,6 +388,7 @@ pub fn assert_full_diagnosis_shape(d: &serde_json::Value) {
     for k in [
         "retrieval_ms",
         "prompt_tokens",
+        "cached_tokens",
         "ttft_ms",
         "generated_tokens",
         "generation_ms",
