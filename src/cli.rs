@@ -162,6 +162,11 @@ pub struct BenchArgs {
     /// Accuracy margin for --decide: keep configurations within this of the best
     #[arg(long, default_value_t = 0.05)]
     pub margin: f64,
+    /// Fail (exit 1) if a daemon job's wall time exceeds llama.cpp's own
+    /// decode time (llama_perf) by more than this many percent: the CI
+    /// regression check on tidewatch's own per-token work
+    #[arg(long, value_name = "PERCENT")]
+    pub max_overhead: Option<f64>,
     /// Retrieval benchmark instead of the model
     #[arg(long)]
     pub retrieval: bool,
@@ -208,6 +213,12 @@ pub enum CliError {
     Bench(#[from] crate::bench::BenchError),
     #[error("{0}")]
     Usage(String),
+    #[error("{model}: daemon jobs take {overhead:.1}% longer than llama.cpp's own decode time (llama_perf), over the --max-overhead {max}%")]
+    Overhead {
+        model: String,
+        overhead: f64,
+        max: f64,
+    },
     #[error("--top-k must be 1..=50, got {0}")]
     TopK(usize),
     #[error("cannot write output: {0}")]
@@ -636,7 +647,7 @@ pub fn bench_models(
         } else {
             print_json(&mut out, &results)?;
         }
-        return Ok(());
+        return check_overhead(&results, a.max_overhead);
     }
     write!(out, "{}", crate::bench::table(&results))?;
     for r in &results {
@@ -651,6 +662,23 @@ pub fn bench_models(
         writeln!(out)?;
         for r in &d.reasons {
             writeln!(out, "{r}")?;
+        }
+    }
+    check_overhead(&results, a.max_overhead)
+}
+
+fn check_overhead(results: &[crate::bench::ComboResult], max: Option<f64>) -> Result<(), CliError> {
+    let Some(max) = max else { return Ok(()) };
+    for r in results {
+        let pct = r.gen_overhead * 100.0;
+        // Zero means no RAG job ran (or llama_perf reported nothing): a check
+        // that cannot fail must not pass.
+        if r.gen_overhead == 0.0 || pct > max {
+            return Err(CliError::Overhead {
+                model: r.model.clone(),
+                overhead: pct,
+                max,
+            });
         }
     }
     Ok(())

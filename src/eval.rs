@@ -231,9 +231,18 @@ pub struct FullReport {
     pub prompt_tokens_p50: f64,
     pub prompt_tokens_max: f64,
     pub generated_tokens_mean: f64,
+    /// Tokens of the static prefix (template + system prompt + user head).
+    pub prefix_tokens: usize,
+    /// Median TTFT over the first `TTFT_CASES` cases, each read from an empty cache.
     pub ttft_cold_ms: f64,
+    /// Median TTFT of every case read with only the static prefix cached.
     pub ttft_prefix_ms_p50: f64,
+    /// Median TTFT over the first `TTFT_CASES` cases repeated at once with a
+    /// new value (and id): only the alarm block is read again.
     pub ttft_repeat_ms: f64,
+    /// Medians of the per-case ratios to cold, over the same cases.
+    pub prefix_over_cold: f64,
+    pub repeat_over_cold: f64,
     pub latency_ms_p50: f64,
     pub latency_ms_p90: f64,
     pub latency_ms_p99: f64,
@@ -241,9 +250,14 @@ pub struct FullReport {
     pub gen_tokens_per_s_p50: f64,
 }
 
-/// Runs every case through `pipeline` on `slot` (the slot should be fresh, so
-/// the first case measures a cold TTFT), then repeats the last case to
-/// measure a fully reused prompt.
+/// Cases whose TTFT is also measured cold and repeated (each costs two extra
+/// diagnoses).
+pub const TTFT_CASES: usize = 3;
+
+/// Runs every case through `pipeline` on `slot`, each with only the static
+/// prefix in the cache (as in the daemon). The first `TTFT_CASES` cases are
+/// also run from an empty cache and then repeated with a new value, so cold,
+/// prefix-hit and repeat TTFT compare the same prompts.
 pub async fn run_full(
     pipeline: &crate::pipeline::Pipeline,
     slot: &mut crate::llm::Slot,
@@ -256,7 +270,21 @@ pub async fn run_full(
         (0, 0, 0, 0, 0, 0, 0);
     let (mut prompt, mut gen, mut ttft, mut lat, mut tps) =
         (vec![], vec![], vec![], vec![], vec![]);
+    let prefix_tokens = pipeline
+        .model
+        .static_prefix()
+        .map(|p| pipeline.model.prompt_tokens(&p))
+        .unwrap_or(0);
+    let (mut cold, mut repeat, mut r_prefix, mut r_repeat) = (vec![], vec![], vec![], vec![]);
+    let ttft_of = |tr: &crate::pipeline::Trace| tr.first.as_ref().map_or(0.0, |o| o.ttft_ms);
     for (i, c) in cases.iter().enumerate() {
+        let mut cold_ms = None;
+        if i < TTFT_CASES {
+            slot.keep_cache(0).await;
+            let tr = pipeline.diagnose_traced(slot, &c.alarm, style).await;
+            cold_ms = Some(ttft_of(&tr));
+        }
+        slot.keep_cache(prefix_tokens).await;
         let t = std::time::Instant::now();
         let tr = pipeline.diagnose_traced(slot, &c.alarm, style).await;
         lat.push(t.elapsed().as_secs_f64() * 1e3);
@@ -297,22 +325,39 @@ pub async fn run_full(
         if k > 0 {
             kw_cases += 1;
         }
+        if let Some(cold_ms) = cold_ms {
+            // The same alarm again at once, as a sensor repeats it: new id,
+            // new reading. Its passages are still cached.
+            let mut again = c.alarm.clone();
+            again.id.push_str("-again");
+            again.value = again.value.map(|v| v + 0.1);
+            let rep = ttft_of(&pipeline.diagnose_traced(slot, &again, style).await);
+            let pre = ttft_of(&tr);
+            cold.push(cold_ms);
+            repeat.push(rep);
+            if cold_ms > 0.0 {
+                r_prefix.push(pre / cold_ms);
+                r_repeat.push(rep / cold_ms);
+            }
+        }
         if progress {
             eprint!("\reval {}/{} {:<40}", i + 1, cases.len(), c.case);
         }
     }
-    // The same alarm again right away: its whole prompt is still in the cache.
-    let mut repeat = 0.0;
-    if let Some(c) = cases.last() {
-        let tr = pipeline.diagnose_traced(slot, &c.alarm, style).await;
-        repeat = tr.first.map_or(0.0, |o| o.ttft_ms);
-    }
     if progress {
         eprintln!();
     }
-    let cold = ttft.first().copied().unwrap_or(0.0);
-    let mut prefix: Vec<f64> = ttft.iter().skip(1).copied().collect();
-    for v in [&mut prompt, &mut gen, &mut lat, &mut tps, &mut prefix] {
+    for v in [
+        &mut prompt,
+        &mut gen,
+        &mut lat,
+        &mut tps,
+        &mut ttft,
+        &mut cold,
+        &mut repeat,
+        &mut r_prefix,
+        &mut r_repeat,
+    ] {
         v.sort_by(f64::total_cmp);
     }
     FullReport {
@@ -329,9 +374,12 @@ pub async fn run_full(
         prompt_tokens_p50: percentile(&prompt, 0.5),
         prompt_tokens_max: prompt.last().copied().unwrap_or(0.0),
         generated_tokens_mean: gen.iter().sum::<f64>() / gen.len().max(1) as f64,
-        ttft_cold_ms: cold,
-        ttft_prefix_ms_p50: percentile(&prefix, 0.5),
-        ttft_repeat_ms: repeat,
+        prefix_tokens,
+        ttft_cold_ms: percentile(&cold, 0.5),
+        ttft_prefix_ms_p50: percentile(&ttft, 0.5),
+        ttft_repeat_ms: percentile(&repeat, 0.5),
+        prefix_over_cold: percentile(&r_prefix, 0.5),
+        repeat_over_cold: percentile(&r_repeat, 0.5),
         latency_ms_p50: percentile(&lat, 0.5),
         latency_ms_p90: percentile(&lat, 0.9),
         latency_ms_p99: percentile(&lat, 0.99),

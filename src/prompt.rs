@@ -143,7 +143,9 @@ pub fn user_turn<'a>(
     let mut room = budget.saturating_sub(fixed);
     let mut parts: Vec<(String, &Hit)> = Vec::new();
     for (i, h) in hits.iter().enumerate() {
-        let full = format!("[P{}] {} / {}: {}\n", i + 1, h.title, h.section, h.text);
+        // The section heading names the code; the document title would
+        // repeat on every passage at ~8 tokens each.
+        let full = format!("[P{}] {}: {}\n", i + 1, h.section, h.text);
         let n = count(&full);
         if n <= room {
             room -= n;

@@ -171,6 +171,14 @@ impl Model {
             .ok_or_else(|| LlmError::Template("the chat template drops the user text".into()))
     }
 
+    /// Tokens of a rendered prompt as a slot tokenizes it (BOS, special tokens).
+    pub fn prompt_tokens(&self, text: &str) -> usize {
+        self.model
+            .vocab()
+            .tokenize(text.as_bytes(), true, true)
+            .len()
+    }
+
     /// Renders system + user with the assistant turn opened. `fallback` forces
     /// the hand-written family template (the retry path after a hang).
     pub fn render(&self, system: &str, user: &str, fallback: bool) -> Result<String, LlmError> {
@@ -323,6 +331,15 @@ impl Slot {
                     };
                 }
             }
+        }
+    }
+
+    /// Keeps only the first `n` tokens of the slot's KV cache (0: all gone),
+    /// so a measurement can start cold or from the static prefix alone.
+    pub async fn keep_cache(&self, n: usize) {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        if self.tx.try_send(slot::SlotMsg::Keep(n, reply)).is_ok() {
+            let _ = rx.await;
         }
     }
 

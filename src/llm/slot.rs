@@ -73,6 +73,8 @@ pub(crate) enum SlotMsg {
     ),
     /// Drop the context and build a fresh one (after a cancelled job).
     Reset(tokio::sync::oneshot::Sender<Result<(), LlmError>>),
+    /// Keep only the first n cached tokens (0: cold). For measurements.
+    Keep(usize, tokio::sync::oneshot::Sender<()>),
 }
 
 /// Context settings shared by every slot.
@@ -213,6 +215,10 @@ pub(crate) fn run(
                 let r = state.generate(&req);
                 progress.finish_job();
                 let _ = reply.send(r);
+            }
+            SlotMsg::Keep(n, reply) => {
+                state.keep(n);
+                let _ = reply.send(());
             }
             SlotMsg::Reset(reply) => {
                 drop(state);
@@ -430,6 +436,23 @@ impl<'m> SlotState<'m> {
         prefix::write_atomic(path, &bytes, slot)?;
         prefix::remove_stale(path);
         Ok(bytes.len())
+    }
+
+    fn keep(&mut self, n: usize) {
+        if n >= self.kv.len() {
+            return;
+        }
+        let ok = n > 0
+            && self
+                .ctx
+                .clear_kv_cache_seq(Some(0), Some(n as u32), None)
+                .unwrap_or(false);
+        if ok {
+            self.kv.truncate(n);
+        } else {
+            self.ctx.clear_kv_cache();
+            self.kv.clear();
+        }
     }
 
     /// Brings the cache to `prompt`, reusing the longest common prefix, and

@@ -267,10 +267,84 @@ pub fn write_atomic(out: &Path, bytes: &[u8]) -> Result<(), IndexError> {
     Ok(())
 }
 
+/// The passages worth a place in a prompt, best first, at most `k`. Drops a
+/// passage in another language about the same alarm code as one already
+/// taken (the knowledge base carries each manual in English and Chinese, and
+/// a translation adds nothing), and passages scoring under `floor` times the
+/// best. On the board each passage costs several seconds of prompt reading.
+pub fn for_prompt(hits: Vec<Hit>, k: usize, floor: f32) -> Vec<Hit> {
+    let best = hits.first().map_or(0.0, |h| h.score);
+    let code = |h: &Hit| {
+        h.section
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .to_string()
+    };
+    let stem = |h: &Hit| {
+        h.doc
+            .rsplit_once('-')
+            .map_or(h.doc.clone(), |(s, _)| s.to_string())
+    };
+    let mut out: Vec<Hit> = Vec::with_capacity(k);
+    for h in hits {
+        if out.len() == k || h.score < best * floor {
+            break;
+        }
+        let translation = out
+            .iter()
+            .any(|o| o.lang != h.lang && stem(o) == stem(&h) && code(o) == code(&h));
+        if !translation {
+            out.push(h);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::knowledge::parse_document;
     use super::*;
+
+    fn h(doc: &str, section: &str, lang: &str, score: f32) -> Hit {
+        Hit {
+            passage: 0,
+            doc: doc.into(),
+            section: section.into(),
+            score,
+            text: String::new(),
+            lang: lang.into(),
+            title: String::new(),
+        }
+    }
+
+    #[test]
+    fn translations_of_taken_passages_and_weak_passages_stay_out_of_the_prompt() {
+        let hits = vec![
+            h("cooling-zh", "ME-JCW-PRES-LO 原因", "zh", 60.0),
+            h("cooling-zh", "ME-JCW-PRES-LO 检查与处理", "zh", 38.0),
+            h("cooling-en", "ME-JCW-PRES-LO causes", "en", 34.0),
+            h("cooling-en", "ME-JCW-TEMP-HI causes", "en", 33.0),
+            h("lube-en", "ME-LO-PRES-LO causes", "en", 20.0),
+        ];
+        let got: Vec<String> = for_prompt(hits.clone(), 3, 0.5)
+            .into_iter()
+            .map(|h| h.section)
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "ME-JCW-PRES-LO 原因",
+                "ME-JCW-PRES-LO 检查与处理",
+                "ME-JCW-TEMP-HI causes"
+            ]
+        );
+        // Same language, same code: both the causes and the checks stay.
+        assert_eq!(for_prompt(hits.clone(), 2, 0.5).len(), 2);
+        // The floor drops what scores far below the best.
+        assert_eq!(for_prompt(hits, 5, 0.9).len(), 1);
+        assert!(for_prompt(Vec::new(), 3, 0.5).is_empty());
+    }
 
     fn doc(id: &str, classes: &str, codes: &str, lang: &str, body: &str) -> knowledge::Document {
         parse_document(
