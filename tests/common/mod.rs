@@ -42,7 +42,7 @@ pub fn test_model() -> PathBuf {
 /// threads=2 on a 2-core machine make OpenMP spin against itself and turn a
 /// 3 s diagnosis into a minute, so model tests run one at a time, also across
 /// processes (nextest) because the lock is an flock on a shared file.
-pub struct Serial(std::fs::File);
+pub struct Serial(nix::fcntl::Flock<std::fs::File>);
 
 pub fn serial() -> Serial {
     let path = std::env::temp_dir().join("tidewatch-model-tests.lock");
@@ -52,9 +52,9 @@ pub fn serial() -> Serial {
         .write(true)
         .open(&path)
         .unwrap_or_else(|e| panic!("test lock {}: {e}", path.display()));
-    f.lock()
-        .unwrap_or_else(|e| panic!("test lock {}: {e}", path.display()));
-    Serial(f)
+    let lock = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
+        .unwrap_or_else(|(_, e)| panic!("test lock {}: {e}", path.display()));
+    Serial(lock)
 }
 
 pub fn mosquitto_bin() -> PathBuf {
