@@ -103,6 +103,9 @@ pub struct RetrievalReport {
     pub cases: usize,
     pub hit_at_1: f64,
     pub hit_at_3: f64,
+    /// Gold among the passages that reach the prompt (`retrieval::for_prompt`).
+    pub prompt_hit_at_3: f64,
+    pub prompt_misses: Vec<String>,
     pub p50_us: f64,
     pub p99_us: f64,
     pub per_class: BTreeMap<String, ClassStats>,
@@ -118,12 +121,35 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 pub fn run_retrieval(index: &Index, cases: &[Case]) -> Result<RetrievalReport, EvalError> {
     let mut per_class: BTreeMap<String, ClassStats> = BTreeMap::new();
-    let (mut h1, mut h3) = (0, 0);
+    let (mut h1, mut h3, mut p3) = (0, 0, 0);
+    let mut prompt_misses = Vec::new();
     let mut lat = Vec::with_capacity(cases.len());
     for c in cases {
         let t = std::time::Instant::now();
         let hits = index.search(&query_for(&c.alarm), 3)?;
         lat.push(t.elapsed().as_secs_f64() * 1e6);
+        let wide = index.search(&query_for(&c.alarm), 6)?;
+        let prompt = crate::retrieval::for_prompt(
+            wide,
+            3,
+            crate::retrieval::PROMPT_FLOOR,
+            &c.alarm.query_text(),
+        );
+        if gold_rank(&prompt, &c.gold).is_some() {
+            p3 += 1;
+        } else {
+            let got: Vec<String> = prompt
+                .iter()
+                .map(|h| format!("{}#{} ({:.1})", h.doc, h.section, h.score))
+                .collect();
+            prompt_misses.push(format!(
+                "{}: want {}#{}, prompt has {}",
+                c.case,
+                c.gold.doc,
+                c.gold.section,
+                got.join(", ")
+            ));
+        }
         let rank = gold_rank(&hits, &c.gold);
         let s = per_class.entry(c.class.clone()).or_default();
         s.cases += 1;
@@ -155,6 +181,8 @@ pub fn run_retrieval(index: &Index, cases: &[Case]) -> Result<RetrievalReport, E
         cases: cases.len(),
         hit_at_1: h1 as f64 / n,
         hit_at_3: h3 as f64 / n,
+        prompt_hit_at_3: p3 as f64 / n,
+        prompt_misses,
         p50_us: percentile(&lat, 0.5),
         p99_us: percentile(&lat, 0.99),
         per_class,

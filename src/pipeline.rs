@@ -18,11 +18,6 @@ use crate::llm::{GenOutput, GenRequest, Model, Slot, SlotCounters, SlotFailure, 
 use crate::prompt::{self, strip_think};
 use crate::retrieval::{Hit, Index, Query};
 
-/// Passages scoring under this share of the best one stay out of the prompt:
-/// on the eval set they were other equipment's sections, and each costs
-/// ~100 prompt tokens (~5 s on the board).
-const PASSAGE_FLOOR: f32 = 0.5;
-
 /// Counters published on the status topic.
 #[derive(Debug, Default)]
 pub struct Counters {
@@ -87,7 +82,7 @@ impl Pipeline {
         let k = self.cfg.knowledge.top_k;
         // A few spare candidates, for the translations `for_prompt` drops.
         let hits = match self.index.search(&q, k + 3) {
-            Ok(h) => crate::retrieval::for_prompt(h, k, PASSAGE_FLOOR),
+            Ok(h) => crate::retrieval::for_prompt(h, k, crate::retrieval::PROMPT_FLOOR, &q.text),
             Err(e) => {
                 tracing::error!(error = %e, "retrieval failed; answering without passages");
                 Vec::new()

@@ -189,20 +189,17 @@ fn alarm_block(a: &Alarm) -> String {
     if let Some(k) = &a.kind {
         s.push_str(&format!("kind: {}\n", sanitize(k)));
     }
-    match (a.value, &a.unit, a.threshold) {
-        (Some(v), u, t) => {
-            let u = u.as_deref().map(sanitize).unwrap_or_default();
-            s.push_str(&format!("value: {v} {u}"));
-            if let Some(t) = t {
-                s.push_str(&format!(" (threshold {t} {u})"));
-            }
-            s.push('\n');
-        }
-        (None, _, Some(t)) => s.push_str(&format!("threshold: {t}\n")),
-        _ => {}
-    }
     if let Some(m) = &a.message {
         s.push_str(&format!("message: {}\n", sanitize(m)));
+    }
+    // The reading goes last: a sensor repeating its alarm changes only this
+    // line, so the repeat shares everything before it in the KV cache.
+    let u = a.unit.as_deref().map(sanitize).unwrap_or_default();
+    if let Some(t) = a.threshold {
+        s.push_str(&format!("threshold: {t} {u}\n"));
+    }
+    if let Some(v) = a.value {
+        s.push_str(&format!("value: {v} {u}\n"));
     }
     s.push_str("</alarm>\n");
     s

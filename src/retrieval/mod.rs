@@ -267,12 +267,20 @@ pub fn write_atomic(out: &Path, bytes: &[u8]) -> Result<(), IndexError> {
     Ok(())
 }
 
-/// The passages worth a place in a prompt, best first, at most `k`. Drops a
-/// passage in another language about the same alarm code as one already
-/// taken (the knowledge base carries each manual in English and Chinese, and
-/// a translation adds nothing), and passages scoring under `floor` times the
-/// best. On the board each passage costs several seconds of prompt reading.
-pub fn for_prompt(hits: Vec<Hit>, k: usize, floor: f32) -> Vec<Hit> {
+/// Passages scoring under this share of the best one stay out of the prompt:
+/// on the eval set they were other equipment's sections, and each costs
+/// ~100 prompt tokens (~5 s on the board).
+pub const PROMPT_FLOOR: f32 = 0.5;
+
+/// The passages worth a place in a prompt, best first, at most `k`. Of a
+/// passage and its translation (same alarm code, the other language's manual
+/// of the same equipment) only one is kept, in the language of the query
+/// text, at the better one's rank: the knowledge base carries each manual in
+/// English and Chinese, and a translation adds nothing. Passages scoring
+/// under `floor` times the best are dropped. On the board each passage costs
+/// several seconds of prompt reading.
+pub fn for_prompt(hits: Vec<Hit>, k: usize, floor: f32, query: &str) -> Vec<Hit> {
+    let want = if has_cjk(query) { "zh" } else { "en" };
     let best = hits.first().map_or(0.0, |h| h.score);
     let code = |h: &Hit| {
         h.section
@@ -288,14 +296,20 @@ pub fn for_prompt(hits: Vec<Hit>, k: usize, floor: f32) -> Vec<Hit> {
     };
     let mut out: Vec<Hit> = Vec::with_capacity(k);
     for h in hits {
-        if out.len() == k || h.score < best * floor {
+        if h.score < best * floor {
             break;
         }
-        let translation = out
+        let twin = out
             .iter()
-            .any(|o| o.lang != h.lang && stem(o) == stem(&h) && code(o) == code(&h));
-        if !translation {
-            out.push(h);
+            .position(|o| o.lang != h.lang && stem(o) == stem(&h) && code(o) == code(&h));
+        match twin {
+            Some(i) => {
+                if h.lang == want && out[i].lang != want {
+                    out[i] = h;
+                }
+            }
+            None if out.len() < k => out.push(h),
+            None => {}
         }
     }
     out
@@ -327,23 +341,34 @@ mod tests {
             h("cooling-en", "ME-JCW-TEMP-HI causes", "en", 33.0),
             h("lube-en", "ME-LO-PRES-LO causes", "en", 20.0),
         ];
-        let got: Vec<String> = for_prompt(hits.clone(), 3, 0.5)
-            .into_iter()
-            .map(|h| h.section)
-            .collect();
+        let sections = |v: Vec<Hit>| v.into_iter().map(|h| h.section).collect::<Vec<_>>();
         assert_eq!(
-            got,
+            sections(for_prompt(hits.clone(), 3, 0.5, "主机 压力低")),
             [
                 "ME-JCW-PRES-LO 原因",
                 "ME-JCW-PRES-LO 检查与处理",
                 "ME-JCW-TEMP-HI causes"
             ]
         );
+        // An English query gets the English twin, at the Chinese one's rank.
+        assert_eq!(
+            sections(for_prompt(
+                hits.clone(),
+                3,
+                0.5,
+                "jacket water pressure low"
+            )),
+            [
+                "ME-JCW-PRES-LO causes",
+                "ME-JCW-PRES-LO 检查与处理",
+                "ME-JCW-TEMP-HI causes"
+            ]
+        );
         // Same language, same code: both the causes and the checks stay.
-        assert_eq!(for_prompt(hits.clone(), 2, 0.5).len(), 2);
+        assert_eq!(for_prompt(hits.clone(), 2, 0.5, "x").len(), 2);
         // The floor drops what scores far below the best.
-        assert_eq!(for_prompt(hits, 5, 0.9).len(), 1);
-        assert!(for_prompt(Vec::new(), 3, 0.5).is_empty());
+        assert_eq!(for_prompt(hits, 5, 0.9, "x").len(), 1);
+        assert!(for_prompt(Vec::new(), 3, 0.5, "x").is_empty());
     }
 
     fn doc(id: &str, classes: &str, codes: &str, lang: &str, body: &str) -> knowledge::Document {
