@@ -551,6 +551,16 @@ pub fn table(results: &[ComboResult]) -> String {
     s
 }
 
+/// The first result whose daemon jobs ran more than `max_percent` over
+/// llama.cpp's own decode time. A zero overhead means no job was measured
+/// (or llama_perf reported nothing), and a check that cannot fail must not
+/// pass, so it counts as a violation too.
+pub fn over_overhead(results: &[ComboResult], max_percent: f64) -> Option<&ComboResult> {
+    results
+        .iter()
+        .find(|r| r.gen_overhead <= 0.0 || r.gen_overhead * 100.0 > max_percent)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -593,6 +603,20 @@ mod tests {
         assert_eq!(d.chosen.unwrap().model, "mid");
         assert!(d.reasons.iter().any(|x| x.starts_with("reject big")));
         assert!(d.reasons.iter().any(|x| x.starts_with("reject tiny")));
+    }
+
+    #[test]
+    fn overhead_check_flags_slow_jobs_and_unmeasured_ones() {
+        let with = |o: f64| ComboResult {
+            gen_overhead: o,
+            ..r("m", 1.0, 1.0, true)
+        };
+        assert!(over_overhead(&[with(0.005), with(0.029)], 3.0).is_none());
+        assert_eq!(
+            over_overhead(&[with(0.005), with(0.031)], 3.0).map(|r| r.gen_overhead),
+            Some(0.031)
+        );
+        assert!(over_overhead(&[with(0.0)], 3.0).is_some());
     }
 
     #[test]

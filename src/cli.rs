@@ -668,20 +668,14 @@ pub fn bench_models(
 }
 
 fn check_overhead(results: &[crate::bench::ComboResult], max: Option<f64>) -> Result<(), CliError> {
-    let Some(max) = max else { return Ok(()) };
-    for r in results {
-        let pct = r.gen_overhead * 100.0;
-        // Zero means no RAG job ran (or llama_perf reported nothing): a check
-        // that cannot fail must not pass.
-        if r.gen_overhead == 0.0 || pct > max {
-            return Err(CliError::Overhead {
-                model: r.model.clone(),
-                overhead: pct,
-                max,
-            });
-        }
+    match max.and_then(|m| crate::bench::over_overhead(results, m).map(|r| (r, m))) {
+        Some((r, max)) => Err(CliError::Overhead {
+            model: r.model.clone(),
+            overhead: r.gen_overhead * 100.0,
+            max,
+        }),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 fn print_json(out: &mut impl Write, v: &impl serde::Serialize) -> std::io::Result<()> {
