@@ -203,9 +203,7 @@ pub(crate) fn run(
     };
     // After `ready`, so the daemon connects meanwhile; the first job simply
     // queues behind the prefix on this thread.
-    if let Some(p) = &settings.prefix {
-        state.warm(p, slot);
-    }
+    warm(&mut state, &settings, &progress, slot);
     while let Ok(msg) = rx.recv() {
         match msg {
             SlotMsg::Run(req, reply) => {
@@ -225,9 +223,7 @@ pub(crate) fn run(
                 match build() {
                     Ok(ctx) => {
                         state = SlotState::new(&model, ctx, &settings, &progress);
-                        if let Some(p) = &settings.prefix {
-                            state.warm(p, slot);
-                        }
+                        warm(&mut state, &settings, &progress, slot);
                         let _ = reply.send(Ok(()));
                     }
                     Err(e) => {
@@ -237,6 +233,17 @@ pub(crate) fn run(
                 }
             }
         }
+    }
+}
+
+/// Runs the prefix warm-up as a job the watchdog can see: a job waiting
+/// behind a warm-up that hangs in native code must find the slot hung and
+/// have it replaced, not wait forever for a thread that never reads it.
+fn warm(state: &mut SlotState<'_>, settings: &SlotSettings, progress: &Progress, slot: usize) {
+    if let Some(p) = &settings.prefix {
+        progress.start_job(0);
+        state.warm(p, slot);
+        progress.finish_job();
     }
 }
 
