@@ -6,13 +6,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # cmake + clang/libclang: llama.cpp's build and bindgen (llama-cpp-sys-2).
-# mosquitto: the tests' real broker. python3-pip: models come from PyPI.
+# mosquitto: the tests' real broker (and mosquitto_passwd). openssl: the TLS
+# test's throwaway certificates. python3-pip: models come from PyPI.
 need=()
 command -v cmake >/dev/null || need+=(cmake)
 command -v clang >/dev/null || need+=(clang)
 ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || ls /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1 || need+=(libclang-dev)
 [ -x /usr/sbin/mosquitto ] || need+=(mosquitto)
 command -v mosquitto_pub >/dev/null || need+=(mosquitto-clients)
+command -v openssl >/dev/null || need+=(openssl)
 command -v g++ >/dev/null || need+=(g++)
 python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 if [ ${#need[@]} -gt 0 ]; then

@@ -133,9 +133,12 @@ pub fn parse(
     }
     let text = std::str::from_utf8(payload).map_err(|e| AlarmError::NotUtf8(e.valid_up_to()))?;
     let wire: Wire = serde_json::from_str(text).map_err(|e| {
-        let mut m = e.to_string();
-        m.truncate(200);
-        AlarmError::Json(m)
+        // Cut by characters, not bytes: serde_json quotes the offending input
+        // in its message (`invalid type: string "…"`, `unknown variant `…``),
+        // and `String::truncate` at a byte inside a multi-byte character
+        // panics. That panic killed the daemon on one alarm and again on every
+        // redelivery of it (found by the fuzz target, tests/fuzz).
+        AlarmError::Json(e.to_string().chars().take(200).collect())
     })?;
     let id = ident("id", wire.id, MAX_ID)?;
     let equipment = ident("equipment", wire.equipment, MAX_EQUIPMENT)?;
@@ -342,6 +345,28 @@ mod tests {
             parse(p.as_bytes(), None, 1 << 20),
             Err(AlarmError::Json(_))
         ));
+    }
+
+    /// Issue E, fuzz target `alarm`: a JSON error quoting non-ASCII input
+    /// used to panic at the 200-byte cut.
+    #[test]
+    fn json_error_quoting_non_ascii_input_is_cut_at_a_character_not_a_panic() {
+        // Three paddings put byte 200 inside a character whatever the prefix.
+        for pad in ["", "x", "xy"] {
+            let long = format!("{pad}{}", "主".repeat(300));
+            let as_string = format!("{long:?}");
+            let as_severity =
+                OK.replace(r#""severity":"major""#, &format!(r#""severity":{long:?}"#));
+            for p in [as_string, as_severity] {
+                match parse(p.as_bytes(), None, 8192) {
+                    Err(AlarmError::Json(m)) => {
+                        assert_eq!(m.chars().count(), 200, "{m}");
+                        assert!(m.contains("主主"), "{m}");
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
     }
 
     #[test]

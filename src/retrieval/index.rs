@@ -369,12 +369,25 @@ impl RawIndex {
                 "document count disagrees with the header".into(),
             ));
         }
-        for d in &docs {
+        let pm = &b[pmeta.0..pmeta.1];
+        for (di, d) in docs.iter().enumerate() {
             if u64::from(d.first_passage) + u64::from(d.n_passages) > u64::from(n_passages) {
                 return Err(IndexError::Corrupt(format!(
                     "document {} points past the passage table",
                     d.id
                 )));
+            }
+            // Search boosts a document's passages by this range but labels a
+            // hit with the document its passage row names: if they disagree,
+            // a passage is scored as one manual and cited as another (debug
+            // builds hit search's assertion; found by the fuzz target).
+            for pid in d.first_passage..d.first_passage + d.n_passages {
+                if usize::from(u16_at(pm, pid as usize * PASSAGE_ROW + 6)) != di {
+                    return Err(IndexError::Corrupt(format!(
+                        "passage {pid} is in document {}'s range but names another",
+                        d.id
+                    )));
+                }
             }
         }
         Ok(Self {
@@ -464,8 +477,78 @@ impl RawIndex {
         let bytes = p
             .get(off..end.max(off))
             .ok_or_else(|| IndexError::Corrupt("passage offset out of range".into()))?;
+        // lz4_flex allocates the size prefix before it reads a byte: a bogus
+        // prefix in a file whose CRC still matches (crafted, or a writer bug)
+        // asked for up to 4 GiB and aborted the process (found by the fuzz
+        // target, tests/fuzz). LZ4 cannot expand a block more than 255-fold,
+        // so a larger claim is damage, never data.
+        let claimed = bytes.get(..4).map_or(0, |s| u32_at(s, 0) as usize);
+        if claimed > bytes.len().saturating_mul(255) {
+            return Err(IndexError::Corrupt(format!(
+                "passage {pid}: size {claimed} is impossible for {} compressed bytes",
+                bytes.len()
+            )));
+        }
         let plain = lz4_flex::block::decompress_size_prepended(bytes)
             .map_err(|e| IndexError::Corrupt(format!("passage {pid}: {e}")))?;
         postcard::from_bytes(&plain).map_err(|e| IndexError::Corrupt(format!("passage {pid}: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::retrieval::knowledge::parse_document;
+
+    fn sample() -> Vec<u8> {
+        let doc = |id: &str| {
+            parse_document(
+                id,
+                "---\ntitle: Pump\nclasses: [bilge]\ncodes: [BLG-PUMP]\nlang: en\n---\n# Pump\n## Causes\nWorn impeller, clogged strainer.\n",
+            )
+            .unwrap()
+        };
+        build(&[doc("pump-a"), doc("pump-b")]).unwrap()
+    }
+
+    /// Re-signs `b` after an edit, as a crafted file would be.
+    fn reseal(b: &mut [u8]) {
+        let mut head = [0u8; HEADER_LEN];
+        head.copy_from_slice(&b[..HEADER_LEN]);
+        let crc = checksum(&head, &b[HEADER_LEN..]);
+        b[40..44].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// Issue E, fuzz target `index`: a 4 GiB size prefix used to be allocated.
+    #[test]
+    fn impossible_passage_size_is_an_error_not_an_allocation() {
+        let mut b = sample();
+        let at = RawIndex::from_bytes(Bytes::Owned(b.clone()))
+            .unwrap()
+            .passages
+            .0;
+        b[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        reseal(&mut b);
+        let idx = RawIndex::from_bytes(Bytes::Owned(b)).unwrap();
+        let e = idx.passage(0).unwrap_err().to_string();
+        assert!(e.contains("size 4294967295 is impossible"), "{e}");
+    }
+
+    /// Issue E, fuzz target `index`: search assumed what open never checked.
+    #[test]
+    fn passage_row_naming_another_document_is_an_error_at_open() {
+        let mut b = sample();
+        let at = RawIndex::from_bytes(Bytes::Owned(b.clone()))
+            .unwrap()
+            .pmeta
+            .0;
+        // Passage 0 belongs to document 0; make its row name document 1.
+        b[at + 6..at + 8].copy_from_slice(&1u16.to_le_bytes());
+        reseal(&mut b);
+        let e = RawIndex::from_bytes(Bytes::Owned(b))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("passage 0 is in document pump-a's range"), "{e}");
     }
 }

@@ -44,6 +44,9 @@ pub fn test_model() -> PathBuf {
 /// processes (nextest) because the lock is an flock on a shared file.
 pub struct Serial(nix::fcntl::Flock<std::fs::File>);
 
+// File::lock is Rust 1.89; the crate's rust-version (1.85) is the daemon's,
+// and only this test harness needs the newer toolchain.
+#[allow(clippy::incompatible_msrv)]
 pub fn serial() -> Serial {
     let path = std::env::temp_dir().join("tidewatch-model-tests.lock");
     let f = std::fs::OpenOptions::new()
@@ -479,5 +482,297 @@ impl Client {
         let topic = format!("{prefix}/diagnosis/{equipment}");
         self.expect(&topic, Duration::from_secs(90), |v| v["alarm_id"] == id)
             .await
+    }
+}
+
+// ---- TLS (tests/tls.rs): throwaway certificates, and a broker that wants a
+// client certificate, a password and the ACL from deploy/mosquitto/.
+
+/// An executable from PATH, or a panic naming the package that has it.
+pub fn require_tool(name: &str, package: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin".into(), "/usr/local/sbin".into()])
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!("{name} not found: install it with `apt-get install {package}` (or run deploy/dev-setup.sh)")
+        })
+}
+
+fn run_tool(cmd: &mut Command) {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Certificates made with openssl, as deploy/mosquitto/selftest.sh makes them:
+/// `NAME.key` and `NAME.crt` in `dir`, EC P-256, valid for two days.
+pub struct Pki {
+    pub dir: PathBuf,
+}
+
+impl Pki {
+    pub fn new(dir: &Path) -> Self {
+        require_tool("openssl", "openssl");
+        std::fs::create_dir_all(dir).unwrap();
+        Pki { dir: dir.into() }
+    }
+
+    pub fn crt(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.crt"))
+    }
+
+    pub fn key(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.key"))
+    }
+
+    fn new_key(&self, name: &str) {
+        run_tool(
+            Command::new("openssl")
+                .args(["genpkey", "-algorithm", "EC", "-pkeyopt"])
+                .arg("ec_paramgen_curve:P-256")
+                .arg("-out")
+                .arg(self.key(name)),
+        );
+    }
+
+    /// A self-signed CA. The extensions are explicit because rustls (webpki)
+    /// rejects an issuer without `CA:TRUE`, whatever the local openssl.cnf says.
+    pub fn ca(&self, name: &str, cn: &str) {
+        self.new_key(name);
+        run_tool(
+            Command::new("openssl")
+                .args(["req", "-x509", "-new", "-days", "2", "-key"])
+                .arg(self.key(name))
+                .args(["-subj", &format!("/CN={cn}")])
+                .args(["-addext", "basicConstraints=critical,CA:TRUE"])
+                .args(["-addext", "keyUsage=critical,keyCertSign,cRLSign"])
+                .arg("-out")
+                .arg(self.crt(name)),
+        );
+    }
+
+    /// A certificate signed by `ca`. `usage` is `serverAuth` (which also gets
+    /// the 127.0.0.1 and localhost names rustls checks) or `clientAuth`.
+    pub fn cert(&self, ca: &str, name: &str, cn: &str, usage: &str) {
+        self.new_key(name);
+        let csr = self.dir.join(format!("{name}.csr"));
+        run_tool(
+            Command::new("openssl")
+                .args(["req", "-new", "-key"])
+                .arg(self.key(name))
+                .args(["-subj", &format!("/CN={cn}"), "-out"])
+                .arg(&csr),
+        );
+        let mut ext = format!("extendedKeyUsage={usage}\n");
+        if usage == "serverAuth" {
+            ext.push_str("subjectAltName=IP:127.0.0.1,DNS:localhost\n");
+        }
+        let extfile = self.dir.join(format!("{name}.ext"));
+        std::fs::write(&extfile, ext).unwrap();
+        run_tool(
+            Command::new("openssl")
+                .args(["x509", "-req", "-days", "2", "-in"])
+                .arg(&csr)
+                .arg("-CA")
+                .arg(self.crt(ca))
+                .arg("-CAkey")
+                .arg(self.key(ca))
+                .args(["-CAcreateserial", "-extfile"])
+                .arg(&extfile)
+                .arg("-out")
+                .arg(self.crt(name)),
+        );
+    }
+
+    /// mosquitto drops root to its own user, which must read the keys too.
+    pub fn share(&self) {
+        for e in std::fs::read_dir(&self.dir).unwrap() {
+            let p = e.unwrap().path();
+            let mode = if p.is_dir() { 0o755 } else { 0o644 };
+            std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(mode))
+                .unwrap();
+        }
+        std::fs::set_permissions(
+            &self.dir,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+    }
+}
+
+/// What a client presents to the TLS broker.
+#[derive(Clone)]
+pub struct TlsLogin {
+    pub ca: PathBuf,
+    /// Client certificate and key; `None` connects without one.
+    pub client: Option<(PathBuf, PathBuf)>,
+    pub username: String,
+    pub password: String,
+}
+
+impl Broker {
+    /// A broker with one TLS listener on a free loopback port, as
+    /// deploy/mosquitto/tls-acl.conf's LAN listener but with passwords: a
+    /// client certificate signed by `ca` is required, then a username and
+    /// password from `users`, and `acl` decides who may read and write what.
+    /// Its log is `dir/mosquitto.log`.
+    pub fn start_tls(
+        dir: tempfile::TempDir,
+        ca: &Path,
+        server: (&Path, &Path),
+        users: &[(&str, &str)],
+        acl: &Path,
+    ) -> Self {
+        let passwd_bin = require_tool("mosquitto_passwd", "mosquitto");
+        let port = free_port();
+        let d = dir.path();
+        let passwd = d.join("passwd");
+        for (i, (user, pass)) in users.iter().enumerate() {
+            let mut cmd = Command::new(&passwd_bin);
+            if i == 0 {
+                cmd.arg("-c");
+            }
+            run_tool(cmd.arg("-b").arg(&passwd).arg(user).arg(pass));
+        }
+        let conf = d.join("mosquitto.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "log_dest stderr\nlog_type error\nlog_type warning\nlog_type notice\nlog_type information\n\
+                 listener {port} 127.0.0.1\ncafile {ca}\ncertfile {cert}\nkeyfile {key}\n\
+                 tls_version tlsv1.2\nrequire_certificate true\n\
+                 allow_anonymous false\npassword_file {passwd}\nacl_file {acl}\n",
+                ca = ca.display(),
+                cert = server.0.display(),
+                key = server.1.display(),
+                passwd = passwd.display(),
+                acl = acl.display(),
+            ),
+        )
+        .unwrap();
+        for p in [&conf, &passwd] {
+            std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+                .unwrap();
+        }
+        std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let log = d.join("mosquitto.log");
+        let mut child = Command::new(mosquitto_bin())
+            .arg("-c")
+            .arg(&conf)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("cannot start mosquitto");
+        let t = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            let log = || std::fs::read_to_string(&log).unwrap_or_default();
+            if let Ok(Some(s)) = child.try_wait() {
+                panic!("mosquitto exited ({s}):\n{}", log());
+            }
+            if t.elapsed() > Duration::from_secs(10) {
+                let _ = child.kill();
+                panic!("mosquitto did not listen on {port}:\n{}", log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Broker {
+            port,
+            dir,
+            child: Some(child),
+        }
+    }
+
+    /// The broker's log so far (brokers from `start_tls` only).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("mosquitto.log")).unwrap_or_default()
+    }
+}
+
+/// `config`, for a broker from `Broker::start_tls`: TLS with `login`'s CA and
+/// client certificate, and its username and password.
+pub fn tls_config(dir: &Path, port: u16, prefix: &str, login: &TlsLogin) -> PathBuf {
+    let mut tls = format!("[mqtt.tls]\nca = \"{}\"\n", login.ca.display());
+    if let Some((cert, key)) = &login.client {
+        tls.push_str(&format!(
+            "cert = \"{}\"\nkey = \"{}\"\n",
+            cert.display(),
+            key.display()
+        ));
+    }
+    let p = config(dir, port, prefix, "", &tls);
+    // username and password belong in [mqtt], which `config` has already closed.
+    let text = std::fs::read_to_string(&p).unwrap();
+    let anchor = "keep_alive_s = 5\n";
+    assert!(text.contains(anchor), "config() changed; update tls_config");
+    let text = text.replacen(
+        anchor,
+        &format!(
+            "{anchor}username = \"{}\"\npassword = \"{}\"\n",
+            login.username, login.password
+        ),
+        1,
+    );
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+impl Client {
+    /// Connects over TLS with `login` and subscribes to `filter`; returns once
+    /// the broker has answered the subscription, or panics with the last
+    /// connection error.
+    pub async fn connect_tls(port: u16, id: &str, login: &TlsLogin, filter: &str) -> Self {
+        let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
+        let read = |p: &Path| std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let mut o = MqttOptions::new(id, "127.0.0.1", port);
+        o.set_keep_alive(Duration::from_secs(5));
+        o.set_max_packet_size(1 << 20, 1 << 20);
+        o.set_credentials(login.username.clone(), login.password.clone());
+        o.set_transport(rumqttc::Transport::tls_with_config(
+            rumqttc::TlsConfiguration::Simple {
+                ca: read(&login.ca),
+                alpn: None,
+                client_auth: login.client.as_ref().map(|(c, k)| (read(c), read(k))),
+            },
+        ));
+        let (client, mut ev) = AsyncClient::new(o, 1024);
+        client.subscribe(filter, QoS::AtLeastOnce).await.unwrap();
+        let (tx, rx) = mpsc::unbounded_channel();
+        // (subscribed, last connection error)
+        let state = Arc::new(Mutex::new((false, String::new())));
+        let s = state.clone();
+        tokio::spawn(async move {
+            loop {
+                match ev.poll().await {
+                    Ok(Event::Incoming(Packet::Publish(p))) => {
+                        if tx.send((p.topic.clone(), p.payload.to_vec())).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(Event::Incoming(Packet::SubAck(_))) => s.lock().unwrap().0 = true,
+                    Ok(_) => {}
+                    Err(e) => {
+                        s.lock().unwrap().1 = e.to_string();
+                        tokio::time::sleep(Duration::from_millis(200)).await
+                    }
+                }
+            }
+        });
+        let t = Instant::now();
+        while !state.lock().unwrap().0 {
+            assert!(
+                t.elapsed() < Duration::from_secs(15),
+                "{id} could not subscribe over TLS on 127.0.0.1:{port}: {}",
+                state.lock().unwrap().1
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Client { client, rx }
     }
 }
