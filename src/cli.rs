@@ -236,6 +236,7 @@ impl CliError {
                 | CliError::Index(_)
                 | CliError::Daemon(DaemonError::Index(_))
                 | CliError::Daemon(DaemonError::Llm(LlmError::Load { .. }))
+                | CliError::Daemon(DaemonError::Mqtt(crate::mqtt::MqttError::Tls { .. }))
         )
     }
 }

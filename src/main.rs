@@ -28,7 +28,7 @@ fn main() -> ExitCode {
 }
 
 /// Errors that a restart cannot fix: a bad config file, a missing or
-/// unloadable model, a missing or damaged index.
+/// unloadable model, a missing or damaged index, unreadable TLS files.
 fn is_config_error(e: &anyhow::Error) -> bool {
     use tidewatch::daemon::DaemonError;
     use tidewatch::llm::LlmError;
@@ -40,7 +40,9 @@ fn is_config_error(e: &anyhow::Error) -> bool {
             || matches!(c.downcast_ref::<LlmError>(), Some(LlmError::Load { .. }))
             || matches!(
                 c.downcast_ref::<DaemonError>(),
-                Some(DaemonError::Index(_)) | Some(DaemonError::Llm(LlmError::Load { .. }))
+                Some(DaemonError::Index(_))
+                    | Some(DaemonError::Llm(LlmError::Load { .. }))
+                    | Some(DaemonError::Mqtt(tidewatch::mqtt::MqttError::Tls { .. }))
             )
     })
 }

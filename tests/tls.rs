@@ -191,3 +191,25 @@ fn without_a_client_certificate_the_daemon_is_refused_and_never_reports_ready() 
     // the daemon reads the CONNACK.
     s.daemon_is_refused(&login, &["CertificateRequired"]);
 }
+
+#[test]
+fn unreadable_ca_file_exits_78_naming_the_file_so_systemd_does_not_restart_into_it() {
+    let _serial = common::serial();
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-ca.pem");
+    let cfg = config(
+        dir.path(),
+        free_port(),
+        "tlsfile",
+        "",
+        &format!("[mqtt.tls]\nca = \"{}\"\n", missing.display()),
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tidewatch"))
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{err}");
+    assert!(err.contains("no-such-ca.pem"), "{err}");
+}

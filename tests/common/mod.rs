@@ -44,9 +44,6 @@ pub fn test_model() -> PathBuf {
 /// processes (nextest) because the lock is an flock on a shared file.
 pub struct Serial(nix::fcntl::Flock<std::fs::File>);
 
-// File::lock is Rust 1.89; the crate's rust-version (1.85) is the daemon's,
-// and only this test harness needs the newer toolchain.
-#[allow(clippy::incompatible_msrv)]
 pub fn serial() -> Serial {
     let path = std::env::temp_dir().join("tidewatch-model-tests.lock");
     let f = std::fs::OpenOptions::new()
