@@ -303,11 +303,8 @@ pub fn for_prompt(hits: Vec<Hit>, k: usize, floor: f32, query: &str) -> Vec<Hit>
             .iter()
             .position(|o| o.lang != h.lang && stem(o) == stem(&h) && code(o) == code(&h));
         match twin {
-            Some(i) => {
-                if h.lang == want && out[i].lang != want {
-                    out[i] = h;
-                }
-            }
+            Some(i) if h.lang == want && out[i].lang != want => out[i] = h,
+            Some(_) => {}
             None if out.len() < k => out.push(h),
             None => {}
         }
