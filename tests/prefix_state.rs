@@ -7,26 +7,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use common::{alarm, assert_full_diagnosis_shape, config, free_port};
-
-fn diagnose(dir: &Path, cfg: &Path, alarm_json: &str) -> (serde_json::Value, String) {
-    let a = dir.join("alarm.json");
-    std::fs::write(&a, alarm_json).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_tidewatch"))
-        .args(["diagnose", "--config"])
-        .arg(cfg)
-        .arg("--alarm")
-        .arg(&a)
-        .env("RUST_LOG", "info")
-        .env_remove("JOURNAL_STREAM")
-        .output()
-        .unwrap();
-    let log = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{log}");
-    (serde_json::from_slice(&out.stdout).unwrap(), log)
-}
+use common::{
+    alarm, assert_full_diagnosis_shape, config, diagnose_cli_logged as diagnose, free_port,
+};
 
 fn states(dir: &Path) -> Vec<PathBuf> {
     let kv = dir.join("state/kv");

@@ -442,6 +442,15 @@ impl Client {
 
 /// Runs `tidewatch diagnose` on one alarm and returns the printed diagnosis.
 pub fn diagnose_cli(dir: &Path, cfg: &Path, alarm_json: &str) -> serde_json::Value {
+    diagnose_cli_logged(dir, cfg, alarm_json).0
+}
+
+/// `diagnose_cli`, also returning what the process logged (info level).
+pub fn diagnose_cli_logged(
+    dir: &Path,
+    cfg: &Path,
+    alarm_json: &str,
+) -> (serde_json::Value, String) {
     let a = dir.join("alarm.json");
     std::fs::write(&a, alarm_json).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_tidewatch"))
@@ -449,14 +458,13 @@ pub fn diagnose_cli(dir: &Path, cfg: &Path, alarm_json: &str) -> serde_json::Val
         .arg(cfg)
         .arg("--alarm")
         .arg(&a)
+        .env("RUST_LOG", "info")
+        .env_remove("JOURNAL_STREAM")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{log}");
+    (serde_json::from_slice(&out.stdout).unwrap(), log)
 }
 
 impl Client {
