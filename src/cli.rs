@@ -78,6 +78,10 @@ pub enum Command {
         /// Retrieval only: no model
         #[arg(long)]
         retrieval: bool,
+        /// Prompts only: token counts of every case's prompt (prefix, per-alarm
+        /// suffix, passages kept); loads the model but generates nothing
+        #[arg(long, conflicts_with = "retrieval")]
+        prompts: bool,
         /// Index for --retrieval (default: the config's knowledge.index)
         #[arg(long, short)]
         index: Option<PathBuf>,
@@ -321,12 +325,13 @@ pub fn check_config(cfg: &Config, offline: bool) -> Result<(), CliError> {
     )?;
     writeln!(
         out,
-        "  llm threads {} ctx {} batch {} max_tokens {} prompt_budget {} slots {}",
+        "  llm threads {} ctx {} batch {} max_tokens {} prompt_budget {} passage_items {} slots {}",
         cfg.llm.threads,
         cfg.llm.ctx,
         cfg.llm.batch,
         cfg.llm.max_tokens,
         cfg.llm.prompt_budget,
+        cfg.llm.passage_items,
         cfg.llm.slots
     )?;
     if offline {
@@ -409,20 +414,36 @@ pub fn eval_retrieval(
     Ok(())
 }
 
-pub async fn eval_full(
-    mut cfg: Config,
-    model: Option<PathBuf>,
-    cases: &std::path::Path,
-    limit: Option<usize>,
-    style: &str,
-    json: bool,
-) -> Result<(), CliError> {
+/// What `eval_full` measures.
+pub struct EvalRun<'a> {
+    pub model: Option<PathBuf>,
+    pub cases: &'a std::path::Path,
+    pub limit: Option<usize>,
+    pub style: &'a str,
+    pub json: bool,
+    /// Prompt token counts only; no generation.
+    pub prompts: bool,
+}
+
+pub async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CliError> {
+    let EvalRun {
+        model,
+        cases,
+        limit,
+        style,
+        json,
+        prompts,
+    } = run;
     let mut cs = crate::eval::load_cases(cases)?;
     cs.truncate(limit.unwrap_or(usize::MAX));
     if let Some(m) = model {
         cfg.llm.model = m;
     }
     let (pipeline, mut slots) = crate::daemon::load_pipeline(cfg, false).await?;
+    if prompts {
+        let r = crate::eval::run_prompts(&pipeline, &cs);
+        return print_report(&r, json);
+    }
     let style = if style == "grammar" {
         crate::llm::Style::FullGrammar
     } else {
@@ -430,11 +451,16 @@ pub async fn eval_full(
     };
     let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
     let r = crate::eval::run_full(&pipeline, &mut slots[0], &cs, style, progress).await;
+    print_report(&r, json)
+}
+
+/// A report as JSON, or as one `key value` line per field.
+fn print_report<T: serde::Serialize>(r: &T, json: bool) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
     if json {
-        print_json(&mut out, &r)?;
+        print_json(&mut out, r)?;
     } else {
-        let v = serde_json::to_value(&r).unwrap_or_default();
+        let v = serde_json::to_value(r).unwrap_or_default();
         if let Some(m) = v.as_object() {
             for (k, v) in m {
                 writeln!(out, "{k:<24} {v}")?;

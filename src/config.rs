@@ -95,6 +95,8 @@ pub struct RawLlm {
     pub max_tokens: u32,
     #[serde(default = "default_prompt_budget")]
     pub prompt_budget: u32,
+    #[serde(default = "default_passage_items")]
+    pub passage_items: u32,
     #[serde(default = "default_slots")]
     pub slots: u32,
     pub cpus: Option<String>,
@@ -212,6 +214,9 @@ fn default_max_tokens() -> u32 {
 fn default_prompt_budget() -> u32 {
     640
 }
+fn default_passage_items() -> u32 {
+    3
+}
 fn default_slots() -> u32 {
     1
 }
@@ -318,6 +323,8 @@ pub struct LlmConfig {
     pub batch: u32,
     pub max_tokens: u32,
     pub prompt_budget: u32,
+    /// Numbered items kept per passage (0 = whole passages).
+    pub passage_items: u32,
     pub slots: u32,
     pub cpus: Option<Vec<usize>>,
     pub template: TemplateChoice,
@@ -488,6 +495,7 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
     range(l.batch, 16, 8192).map_err(|p| bad("llm.batch", p))?;
     range(l.max_tokens, 16, 4096).map_err(|p| bad("llm.max_tokens", p))?;
     range(l.prompt_budget, 128, 16384).map_err(|p| bad("llm.prompt_budget", p))?;
+    range(l.passage_items, 0, 50).map_err(|p| bad("llm.passage_items", p))?;
     range(l.slots, 1, 8).map_err(|p| bad("llm.slots", p))?;
     if l.prompt_budget + l.max_tokens + 64 > l.ctx {
         return Err(bad(
@@ -578,6 +586,7 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
             batch: l.batch,
             max_tokens: l.max_tokens,
             prompt_budget: l.prompt_budget,
+            passage_items: l.passage_items,
             slots: l.slots,
             cpus,
             template,
@@ -636,6 +645,7 @@ threads = 2
         let c = parse(MINIMAL, p()).unwrap();
         assert_eq!(c.knowledge.top_k, 3);
         assert_eq!(c.llm.prompt_budget, 640);
+        assert_eq!(c.llm.passage_items, 3);
         assert_eq!(c.llm.slots, 1);
         assert_eq!(c.mqtt.topic_prefix, "tidewatch");
         assert!(c.mqtt.client_id.starts_with("tidewatch-"));
@@ -656,6 +666,12 @@ threads = 2
         let text = MINIMAL.replace("threads = 2", "threads = 0");
         let e = parse(&text, p()).unwrap_err().to_string();
         assert!(e.contains("llm.threads must be 1..=64, got 0"), "{e}");
+        let text = MINIMAL.replace("threads = 2", "threads = 2\npassage_items = 99");
+        let e = parse(&text, p()).unwrap_err().to_string();
+        assert!(
+            e.contains("llm.passage_items must be 0..=50, got 99"),
+            "{e}"
+        );
     }
 
     #[test]

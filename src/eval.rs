@@ -129,11 +129,14 @@ pub fn run_retrieval(index: &Index, cases: &[Case]) -> Result<RetrievalReport, E
         let hits = index.search(&query_for(&c.alarm), 3)?;
         lat.push(t.elapsed().as_secs_f64() * 1e6);
         let wide = index.search(&query_for(&c.alarm), 6)?;
-        let prompt = crate::retrieval::for_prompt(
-            wide,
-            3,
-            crate::retrieval::PROMPT_FLOOR,
-            &c.alarm.query_text(),
+        let prompt = crate::retrieval::own_code_only(
+            crate::retrieval::for_prompt(
+                wide,
+                3,
+                crate::retrieval::PROMPT_FLOOR,
+                &c.alarm.query_text(),
+            ),
+            &c.alarm.code,
         );
         if gold_rank(&prompt, &c.gold).is_some() {
             p3 += 1;
@@ -261,13 +264,15 @@ pub struct FullReport {
     pub generated_tokens_mean: f64,
     /// Tokens of the static prefix (template + system prompt + user head).
     pub prefix_tokens: usize,
-    /// Median TTFT over the first `TTFT_CASES` cases, each read from an empty cache.
+    /// Median TTFT over every `TTFT_EVERY`-th case, each read from an empty cache.
     pub ttft_cold_ms: f64,
     /// Median TTFT of every case read with only the static prefix cached.
     pub ttft_prefix_ms_p50: f64,
-    /// Median TTFT over the first `TTFT_CASES` cases repeated at once with a
+    /// Median TTFT over the same cases repeated at once with a
     /// new value (and id): only the alarm block is read again.
     pub ttft_repeat_ms: f64,
+    /// Cases measured cold, on a prefix hit and repeated.
+    pub ttft_cases: usize,
     /// Medians of the per-case ratios to cold, over the same cases.
     pub prefix_over_cold: f64,
     pub repeat_over_cold: f64,
@@ -278,12 +283,90 @@ pub struct FullReport {
     pub gen_tokens_per_s_p50: f64,
 }
 
-/// Cases whose TTFT is also measured cold and repeated (each costs two extra
-/// diagnoses).
-pub const TTFT_CASES: usize = 3;
+/// Prompt sizes without generation: what every case would send to the model.
+#[derive(Debug, Clone, Serialize)]
+pub struct PromptReport {
+    pub model: String,
+    pub cases: usize,
+    /// Tokens of the system prompt text alone (the issue allows 200).
+    pub system_prompt_tokens: usize,
+    /// Tokens of the static prefix (kept in every slot's KV cache).
+    pub prefix_tokens: usize,
+    pub prompt_tokens_p50: f64,
+    pub prompt_tokens_max: f64,
+    /// Tokens read per alarm on a prefix hit (prompt minus prefix).
+    pub suffix_tokens_p50: f64,
+    /// Median suffix / prompt: the token-count floor of TTFT prefix-hit / cold.
+    pub suffix_share_p50: f64,
+    pub passages_mean: f64,
+    /// Share of cases whose gold passage made it into the prompt.
+    pub gold_in_prompt: f64,
+}
+
+/// Builds every case's prompt as the daemon would and counts its tokens.
+pub fn run_prompts(pipeline: &crate::pipeline::Pipeline, cases: &[Case]) -> PromptReport {
+    let prefix_tokens = pipeline
+        .model
+        .static_prefix()
+        .map(|p| pipeline.model.prompt_tokens(&p))
+        .unwrap_or(0);
+    let (mut prompt, mut suffix, mut share) = (vec![], vec![], vec![]);
+    let (mut passages, mut gold) = (0usize, 0usize);
+    for c in cases {
+        let (hits, ms) = pipeline.retrieve(&c.alarm);
+        let p = pipeline.prepare(&c.alarm, hits, ms, false, crate::llm::Style::Schema);
+        let n = pipeline.model.prompt_tokens(&p.request.prompt);
+        let s = n.saturating_sub(prefix_tokens);
+        prompt.push(n as f64);
+        suffix.push(s as f64);
+        share.push(s as f64 / n.max(1) as f64);
+        passages += p.hits.len();
+        if gold_rank(&p.hits, &c.gold).is_some() {
+            gold += 1;
+        }
+    }
+    for v in [&mut prompt, &mut suffix, &mut share] {
+        v.sort_by(f64::total_cmp);
+    }
+    let n = cases.len().max(1) as f64;
+    PromptReport {
+        model: pipeline.model.info.name.clone(),
+        cases: cases.len(),
+        system_prompt_tokens: pipeline.model.count_tokens(crate::prompt::SYSTEM_PROMPT),
+        prefix_tokens,
+        prompt_tokens_p50: percentile(&prompt, 0.5),
+        prompt_tokens_max: prompt.last().copied().unwrap_or(0.0),
+        suffix_tokens_p50: percentile(&suffix, 0.5),
+        suffix_share_p50: percentile(&share, 0.5),
+        passages_mean: passages as f64 / n,
+        gold_in_prompt: gold as f64 / n,
+    }
+}
+
+/// Every this many cases (from the first), TTFT is also measured cold and
+/// repeated: 40 of the 118 eval cases, English and Chinese alternating.
+pub const TTFT_EVERY: usize = 3;
+
+/// TTFT of the prompt the daemon builds for `alarm`, on the slot's cache as
+/// it is. A one-token budget closes every value at once, so this costs the
+/// prompt and a few steps, not a whole diagnosis.
+async fn ttft_only(
+    pipeline: &crate::pipeline::Pipeline,
+    slot: &mut crate::llm::Slot,
+    alarm: &Alarm,
+    style: crate::llm::Style,
+) -> f64 {
+    let (hits, ms) = pipeline.retrieve(alarm);
+    let mut p = pipeline.prepare(alarm, hits, ms, false, style);
+    p.request.max_tokens = 1;
+    let wd = pipeline.cfg.watchdog;
+    slot.run(p.request, &wd, wd.deadline)
+        .await
+        .map_or(0.0, |o| o.ttft_ms)
+}
 
 /// Runs every case through `pipeline` on `slot`, each with only the static
-/// prefix in the cache (as in the daemon). The first `TTFT_CASES` cases are
+/// prefix in the cache (as in the daemon). Every `TTFT_EVERY`-th case is
 /// also run from an empty cache and then repeated with a new value, so cold,
 /// prefix-hit and repeat TTFT compare the same prompts.
 pub async fn run_full(
@@ -307,10 +390,9 @@ pub async fn run_full(
     let ttft_of = |tr: &crate::pipeline::Trace| tr.first.as_ref().map_or(0.0, |o| o.ttft_ms);
     for (i, c) in cases.iter().enumerate() {
         let mut cold_ms = None;
-        if i < TTFT_CASES {
+        if i % TTFT_EVERY == 0 {
             slot.keep_cache(0).await;
-            let tr = pipeline.diagnose_traced(slot, &c.alarm, style).await;
-            cold_ms = Some(ttft_of(&tr));
+            cold_ms = Some(ttft_only(pipeline, slot, &c.alarm, style).await);
         }
         slot.keep_cache(prefix_tokens).await;
         let t = std::time::Instant::now();
@@ -359,7 +441,7 @@ pub async fn run_full(
             let mut again = c.alarm.clone();
             again.id.push_str("-again");
             again.value = again.value.map(|v| v + 0.1);
-            let rep = ttft_of(&pipeline.diagnose_traced(slot, &again, style).await);
+            let rep = ttft_only(pipeline, slot, &again, style).await;
             let pre = ttft_of(&tr);
             cold.push(cold_ms);
             repeat.push(rep);
@@ -406,6 +488,7 @@ pub async fn run_full(
         ttft_cold_ms: percentile(&cold, 0.5),
         ttft_prefix_ms_p50: percentile(&ttft, 0.5),
         ttft_repeat_ms: percentile(&repeat, 0.5),
+        ttft_cases: r_prefix.len(),
         prefix_over_cold: percentile(&r_prefix, 0.5),
         repeat_over_cold: percentile(&r_repeat, 0.5),
         latency_ms_p50: percentile(&lat, 0.5),

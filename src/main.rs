@@ -62,6 +62,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             config,
             cases,
             retrieval,
+            prompts,
             index,
             limit,
             style,
@@ -83,7 +84,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let cfg = tidewatch::config::load(&config)?;
             tidewatch::logging::init("warn");
-            runtime()?.block_on(cli::eval_full(cfg, model, &cases, limit, &style, json))?;
+            let run = cli::EvalRun {
+                model,
+                cases: &cases,
+                limit,
+                style: &style,
+                json,
+                prompts,
+            };
+            runtime()?.block_on(cli::eval_full(cfg, run))?;
             Ok(())
         }
         Command::Bench(a) => {

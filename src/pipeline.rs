@@ -82,7 +82,10 @@ impl Pipeline {
         let k = self.cfg.knowledge.top_k;
         // A few spare candidates, for the translations `for_prompt` drops.
         let hits = match self.index.search(&q, k + 3) {
-            Ok(h) => crate::retrieval::for_prompt(h, k, crate::retrieval::PROMPT_FLOOR, &q.text),
+            Ok(h) => crate::retrieval::own_code_only(
+                crate::retrieval::for_prompt(h, k, crate::retrieval::PROMPT_FLOOR, &q.text),
+                &alarm.code,
+            ),
             Err(e) => {
                 tracing::error!(error = %e, "retrieval failed; answering without passages");
                 Vec::new()
@@ -108,7 +111,8 @@ impl Pipeline {
             + 8;
         let budget = (llm.prompt_budget as usize).saturating_sub(overhead);
         let count = |s: &str| self.model.count_tokens(s);
-        let (user, used) = prompt::user_turn(alarm, &hits, budget, &count);
+        let (user, used) =
+            prompt::user_turn(alarm, &hits, budget, llm.passage_items as usize, &count);
         let used: Vec<Hit> = used.into_iter().cloned().collect();
         let text = match self.model.render(prompt::SYSTEM_PROMPT, &user, fallback) {
             Ok(t) => t,

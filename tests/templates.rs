@@ -80,3 +80,17 @@ fn gguf_template_of_the_test_model_is_detected() {
         Family::SmolLm.render("SYS", "USER")
     );
 }
+
+#[test]
+fn the_system_prompt_stays_within_200_tokens() {
+    let _serial = common::serial();
+    let model = test_model();
+    let n = model
+        .vocab()
+        .tokenize(tidewatch::prompt::SYSTEM_PROMPT.as_bytes(), false, false)
+        .len();
+    // Issue D allows 200; it is paid once per slot, but every token of it is
+    // also attended to by every token of every diagnosis.
+    assert!(n <= 200, "the system prompt is {n} tokens");
+    assert!(n > 100, "tokenizer returned {n} tokens: not a real count");
+}

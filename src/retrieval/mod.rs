@@ -282,13 +282,7 @@ pub const PROMPT_FLOOR: f32 = 0.5;
 pub fn for_prompt(hits: Vec<Hit>, k: usize, floor: f32, query: &str) -> Vec<Hit> {
     let want = if has_cjk(query) { "zh" } else { "en" };
     let best = hits.first().map_or(0.0, |h| h.score);
-    let code = |h: &Hit| {
-        h.section
-            .split_whitespace()
-            .next()
-            .unwrap_or("")
-            .to_string()
-    };
+    let code = |h: &Hit| section_code(h).to_string();
     let stem = |h: &Hit| {
         h.doc
             .rsplit_once('-')
@@ -312,6 +306,26 @@ pub fn for_prompt(hits: Vec<Hit>, k: usize, floor: f32, query: &str) -> Vec<Hit>
     out
 }
 
+/// The alarm code a passage is about: the first word of its section heading
+/// ("ME-JCW-TEMP-HI causes").
+fn section_code(h: &Hit) -> &str {
+    h.section.split_whitespace().next().unwrap_or("")
+}
+
+/// When the manuals have sections for the alarm's own code, only those go
+/// into the prompt: they are what the diagnosis is about, and a neighbouring
+/// code's section (same equipment, shared words) costs ~70 prompt tokens,
+/// ~3.5 s on the board, for text the model should not use. Alarms whose code
+/// no section names keep every passage `for_prompt` chose.
+pub fn own_code_only(hits: Vec<Hit>, code: &str) -> Vec<Hit> {
+    let own = |h: &Hit| !code.is_empty() && section_code(h).eq_ignore_ascii_case(code);
+    if hits.iter().any(own) {
+        hits.into_iter().filter(own).collect()
+    } else {
+        hits
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::knowledge::parse_document;
@@ -327,6 +341,25 @@ mod tests {
             lang: lang.into(),
             title: String::new(),
         }
+    }
+
+    #[test]
+    fn only_the_alarms_own_code_sections_when_there_are_any() {
+        let hits = vec![
+            h("lube-en", "ME-LO-PRES-LO causes", "en", 60.0),
+            h("lube-en", "ME-TC-LO-PRES-LO causes", "en", 40.0),
+            h("lube-en", "ME-LO-PRES-LO checks", "en", 38.0),
+        ];
+        let sections = |v: Vec<Hit>| v.into_iter().map(|h| h.section).collect::<Vec<_>>();
+        assert_eq!(
+            sections(own_code_only(hits.clone(), "me-lo-pres-lo")),
+            ["ME-LO-PRES-LO causes", "ME-LO-PRES-LO checks"]
+        );
+        // An unknown code (or none) keeps what retrieval chose.
+        assert_eq!(own_code_only(hits.clone(), "XX-UNKNOWN").len(), 3);
+        assert_eq!(own_code_only(hits.clone(), "").len(), 3);
+        // A prefix of a code is not the code.
+        assert_eq!(own_code_only(hits, "ME-LO").len(), 3);
     }
 
     #[test]
