@@ -348,14 +348,20 @@ pub fn run_prompts(pipeline: &crate::pipeline::Pipeline, cases: &[Case]) -> Prom
 pub const TTFT_EVERY: usize = 3;
 
 /// TTFT of the prompt the daemon builds for `alarm`, on the slot's cache as
-/// it is. A one-token budget closes every value at once, so this costs the
-/// prompt and a few steps, not a whole diagnosis.
+/// it is. On the schema path a one-token budget closes every value at once,
+/// so this costs the prompt and a few steps, not a whole diagnosis. The
+/// grammar path cannot close early (a cut-off output fails, and a failed job
+/// drops the cache), so it runs the whole diagnosis.
 async fn ttft_only(
     pipeline: &crate::pipeline::Pipeline,
     slot: &mut crate::llm::Slot,
     alarm: &Alarm,
     style: crate::llm::Style,
 ) -> f64 {
+    if !matches!(style, crate::llm::Style::Schema) {
+        let tr = pipeline.diagnose_traced(slot, alarm, style).await;
+        return tr.first.as_ref().map_or(0.0, |o| o.ttft_ms);
+    }
     let (hits, ms) = pipeline.retrieve(alarm);
     let mut p = pipeline.prepare(alarm, hits, ms, false, style);
     p.request.max_tokens = 1;
