@@ -377,6 +377,27 @@ mod tests {
     }
 
     #[test]
+    fn condense_never_panics_and_never_grows_a_passage() {
+        let parts = [
+            "1)", "2）", "3)", " ", ":", "：", "。", ".", "!", "a", "中", "12", ";", "；", "(", "é",
+        ];
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..20_000 {
+            let mut t = String::new();
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            for k in 0..(x % 24) {
+                t.push_str(parts[((x >> (k * 2 % 60)) % parts.len() as u64) as usize]);
+            }
+            for items in 0..4 {
+                let c = condense(&t, items);
+                assert!(c.len() <= t.len() + 1, "{t:?} -> {c:?}");
+            }
+        }
+    }
+
+    #[test]
     fn condense_leaves_text_without_a_clean_numbering_alone() {
         for t in [
             "no items here at all",
