@@ -249,10 +249,48 @@ pub fn dedup_sources(it: impl IntoIterator<Item = Source>) -> Vec<Source> {
     out
 }
 
+/// Keeps the first of items whose text is the same up to case and spacing.
+/// A small model can write one cause twice (seen with the 135M test model);
+/// the engineer on watch should not read it twice.
+pub fn distinct_texts<T>(items: Vec<T>, text: impl Fn(&T) -> &str) -> Vec<T> {
+    let norm = |s: &str| {
+        s.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase()
+    };
+    let mut seen: Vec<String> = Vec::new();
+    let mut out = Vec::with_capacity(items.len());
+    for it in items {
+        let k = norm(text(&it));
+        if !seen.contains(&k) {
+            seen.push(k);
+            out.push(it);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::alarm::Severity;
+
+    #[test]
+    fn repeated_texts_are_kept_once_in_first_place() {
+        let v = vec![
+            "Filter choked",
+            "pump worn",
+            "filter  CHOKED ",
+            "Pump worn",
+            "valve shut",
+        ];
+        assert_eq!(
+            distinct_texts(v, |s| s),
+            ["Filter choked", "pump worn", "valve shut"]
+        );
+        assert!(distinct_texts(Vec::<String>::new(), |s| s.as_str()).is_empty());
+    }
 
     #[test]
     fn numbered_lists_split_into_items() {

@@ -265,6 +265,7 @@ impl Pipeline {
             })
             .filter(|c| !c.cause.is_empty())
             .collect();
+        let probable_causes = diagnosis::distinct_texts(probable_causes, |c| c.cause.as_str());
         if probable_causes.is_empty() {
             return Err("no probable causes".into());
         }
@@ -274,6 +275,7 @@ impl Pipeline {
             .map(|a| strip_think(a))
             .filter(|a| !a.is_empty())
             .collect();
+        let actions = diagnosis::distinct_texts(actions, |a| a.as_str());
         // Only passages we actually retrieved may be cited; anything else is dropped.
         let sources = dedup_sources(
             d.sources
