@@ -191,3 +191,36 @@ fn diagnose_command_prints_a_diagnosis_without_mqtt() {
     assert_full_diagnosis_shape(&d);
     assert_eq!(d["alarm_id"], "cli-1");
 }
+
+#[test]
+fn passage_items_shortens_the_prompt_to_the_alarms_own_sections() {
+    let _serial = common::serial();
+    let a = alarm(
+        "items-1",
+        "ME1",
+        "ME-LO-PRES-LO",
+        "major",
+        "main_engine_lube_oil",
+        "ME LO inlet press low",
+    );
+    let mut tokens = Vec::new();
+    for items in [0, 3] {
+        let dir = tempfile::tempdir().unwrap();
+        let extra = format!("passage_items = {items}");
+        let cfg = config(dir.path(), free_port(), "items", &extra, "");
+        let d = diagnose_cli(dir.path(), &cfg, &a);
+        assert_full_diagnosis_shape(&d);
+        // Only the alarm's own code's sections are offered, so only they can be cited.
+        for s in d["sources"].as_array().unwrap() {
+            let section = s["section"].as_str().unwrap();
+            assert!(section.starts_with("ME-LO-PRES-LO "), "{d}");
+        }
+        tokens.push(d["timings"]["prompt_tokens"].as_u64().unwrap());
+    }
+    // The two ME-LO-PRES-LO sections list 6 causes and 7 checks; keeping 3
+    // of each must cut tokens.
+    assert!(
+        tokens[1] + 20 < tokens[0],
+        "prompt tokens with passage_items 0 and 3: {tokens:?}"
+    );
+}
