@@ -152,9 +152,11 @@ pub fn parse(
     }
     if let Some(t) = topic_equipment {
         if t != equipment {
+            // The topic is the sender's too: quote no more of it than a
+            // valid equipment name could be.
             return Err(AlarmError::EquipmentMismatch {
                 field: equipment,
-                topic: t.to_string(),
+                topic: t.chars().take(MAX_EQUIPMENT + 1).collect(),
             });
         }
     }
@@ -383,6 +385,13 @@ mod tests {
             parse(OK.as_bytes(), Some("DG2"), 8192),
             Err(AlarmError::EquipmentMismatch { .. })
         ));
+        let long = "设".repeat(10_000);
+        match parse(OK.as_bytes(), Some(&long), 8192) {
+            Err(AlarmError::EquipmentMismatch { topic, .. }) => {
+                assert_eq!(topic.chars().count(), MAX_EQUIPMENT + 1)
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

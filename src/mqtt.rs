@@ -126,6 +126,22 @@ pub fn backoff(attempt: u32, jitter: f64) -> Duration {
     Duration::from_millis(base + j)
 }
 
+/// What to look at when the broker refuses or cannot be reached, from
+/// rumqttc's error text: a refusal for credentials or a certificate the
+/// broker does not trust is a configuration problem that retrying will not
+/// fix, so the log says which keys to check.
+pub fn connect_hint(error: &str) -> Option<&'static str> {
+    if error.contains("NotAuthorized") || error.contains("BadUserNamePassword") {
+        Some("check [mqtt] username and password, and the broker's password file and ACL")
+    } else if error.to_lowercase().contains("certificate") || error.contains("UnknownIssuer") {
+        Some("check [mqtt.tls] ca, cert and key against the broker's certificates")
+    } else if error.contains("Connection refused") || error.contains("os error 111") {
+        Some("check [mqtt] host and port, and that the broker is running")
+    } else {
+        None
+    }
+}
+
 /// Owns `eventloop.poll()`. `turned` is stamped (ms since `epoch`) after every
 /// poll so the systemd watchdog can tell a stuck loop from a quiet one.
 pub async fn run_poller(
@@ -136,6 +152,9 @@ pub async fn run_poller(
     cancel: CancellationToken,
 ) {
     let mut failures = 0u32;
+    // "lost" only for a session that was up; a broker that never accepted us
+    // is a different problem for the operator reading the journal.
+    let mut connected = false;
     loop {
         let ev = tokio::select! {
             _ = cancel.cancelled() => return,
@@ -145,6 +164,7 @@ pub async fn run_poller(
         let msg = match ev {
             Ok(Event::Incoming(Packet::ConnAck(ack))) => {
                 failures = 0;
+                connected = true;
                 Some(Inbound::Connected {
                     session_present: ack.session_present,
                 })
@@ -164,7 +184,14 @@ pub async fn run_poller(
                 let _ = tx.try_send(Inbound::Disconnected(e.to_string()));
                 let d = backoff(failures, rand::random::<f64>());
                 failures = failures.saturating_add(1);
-                tracing::warn!(error = %e, retry_in_ms = d.as_millis() as u64, "mqtt connection lost");
+                let retry_in_ms = d.as_millis() as u64;
+                if std::mem::take(&mut connected) {
+                    tracing::warn!(error = %e, retry_in_ms, "mqtt connection lost");
+                } else {
+                    let text = e.to_string();
+                    let hint = connect_hint(&text).unwrap_or("");
+                    tracing::warn!(error = %text, retry_in_ms, hint, "mqtt cannot connect");
+                }
                 tokio::select! {
                     _ = cancel.cancelled() => return,
                     _ = tokio::time::sleep(d) => {}
@@ -211,6 +238,21 @@ pub async fn publish_info(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refusals_name_the_keys_to_check() {
+        let auth = "Connection refused, return code: `NotAuthorized`";
+        assert!(connect_hint(auth)
+            .unwrap()
+            .contains("username and password"));
+        let tls = "TLS error: invalid peer certificate: UnknownIssuer";
+        assert!(connect_hint(tls).unwrap().contains("[mqtt.tls]"));
+        let down = "I/O: Connection refused (os error 111)";
+        assert!(connect_hint(down).unwrap().contains("host and port"));
+        let no_cert = "TLS error: received fatal alert: CertificateRequired";
+        assert!(connect_hint(no_cert).unwrap().contains("[mqtt.tls]"));
+        assert_eq!(connect_hint("Timeout"), None);
+    }
 
     #[test]
     fn backoff_grows_to_a_cap_with_bounded_jitter() {
