@@ -129,15 +129,8 @@ pub fn run_retrieval(index: &Index, cases: &[Case]) -> Result<RetrievalReport, E
         let hits = index.search(&query_for(&c.alarm), 3)?;
         lat.push(t.elapsed().as_secs_f64() * 1e6);
         let wide = index.search(&query_for(&c.alarm), 6)?;
-        let prompt = crate::retrieval::own_code_only(
-            crate::retrieval::for_prompt(
-                wide,
-                3,
-                crate::retrieval::PROMPT_FLOOR,
-                &c.alarm.query_text(),
-            ),
-            &c.alarm.code,
-        );
+        let prompt =
+            crate::retrieval::prompt_passages(wide, 3, &c.alarm.query_text(), &c.alarm.code);
         if gold_rank(&prompt, &c.gold).is_some() {
             p3 += 1;
         } else {

@@ -82,10 +82,7 @@ impl Pipeline {
         let k = self.cfg.knowledge.top_k;
         // A few spare candidates, for the translations `for_prompt` drops.
         let hits = match self.index.search(&q, k + 3) {
-            Ok(h) => crate::retrieval::own_code_only(
-                crate::retrieval::for_prompt(h, k, crate::retrieval::PROMPT_FLOOR, &q.text),
-                &alarm.code,
-            ),
+            Ok(h) => crate::retrieval::prompt_passages(h, k, &q.text, &alarm.code),
             Err(e) => {
                 tracing::error!(error = %e, "retrieval failed; answering without passages");
                 Vec::new()

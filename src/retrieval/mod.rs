@@ -326,6 +326,13 @@ pub fn own_code_only(hits: Vec<Hit>, code: &str) -> Vec<Hit> {
     }
 }
 
+/// The passages an alarm's prompt gets, from a search with a few spare hits:
+/// `for_prompt` at `PROMPT_FLOOR`, then `own_code_only`. The daemon and the
+/// retrieval eval both call this, so the eval measures what the model sees.
+pub fn prompt_passages(hits: Vec<Hit>, k: usize, query: &str, code: &str) -> Vec<Hit> {
+    own_code_only(for_prompt(hits, k, PROMPT_FLOOR, query), code)
+}
+
 #[cfg(test)]
 mod tests {
     use super::knowledge::parse_document;
