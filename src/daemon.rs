@@ -132,6 +132,24 @@ pub async fn run(cfg: Config, cancel: CancellationToken) -> Result<(), DaemonErr
         path: cfg.state_dir.display().to_string(),
         source,
     })?;
+    // Everything that can fail on a bad config or state dir is checked before
+    // the model loads: it is quicker to report, and an error returned while a
+    // slot thread is still decoding its warm-up raced llama.cpp's teardown at
+    // exit (killed by a signal instead of exiting 78, seen in CI).
+    let mqtt_options = mqtt::options(&cfg.mqtt)?;
+    let (outbox, report) = Outbox::open(&cfg.state_dir, cfg.outbox.max_bytes)?;
+    if report.torn_bytes > 0 {
+        tracing::warn!(
+            bytes = report.torn_bytes,
+            "outbox ended in a torn record (power loss?); it was cut off"
+        );
+    }
+    if report.pending > 0 {
+        tracing::info!(
+            pending = report.pending,
+            "undelivered diagnoses in the outbox will be replayed"
+        );
+    }
     notifier.status("loading model and index");
     let (index, model, slots, counters) = load(&cfg, true).await?;
     tracing::info!(
@@ -146,20 +164,7 @@ pub async fn run(cfg: Config, cancel: CancellationToken) -> Result<(), DaemonErr
     let topics = Topics {
         prefix: cfg.mqtt.topic_prefix.clone(),
     };
-    let (outbox, report) = Outbox::open(&cfg.state_dir, cfg.outbox.max_bytes)?;
-    if report.torn_bytes > 0 {
-        tracing::warn!(
-            bytes = report.torn_bytes,
-            "outbox ended in a torn record (power loss?); it was cut off"
-        );
-    }
-    if report.pending > 0 {
-        tracing::info!(
-            pending = report.pending,
-            "undelivered diagnoses in the outbox will be replayed"
-        );
-    }
-    let (client, eventloop) = AsyncClient::new(mqtt::options(&cfg.mqtt)?, 256);
+    let (client, eventloop) = AsyncClient::new(mqtt_options, 256);
     let (puback_tx, pubacks) = mpsc::channel(64);
     let epoch = Instant::now();
     let shared = Arc::new(Shared {
