@@ -272,6 +272,42 @@ impl Drop for Daemon {
     }
 }
 
+/// What a test client's poll task has seen: a SUBACK yet, and the last
+/// connection error.
+#[derive(Default)]
+pub struct PollState {
+    pub subscribed: bool,
+    pub last_error: String,
+}
+
+/// Runs a test client's event loop: publishes go to `tx`; errors are kept in
+/// the returned state and retried after 200 ms, which reconnects.
+fn poll(
+    mut ev: rumqttc::EventLoop,
+    tx: mpsc::UnboundedSender<(String, Vec<u8>)>,
+) -> Arc<Mutex<PollState>> {
+    let state = Arc::new(Mutex::new(PollState::default()));
+    let s = state.clone();
+    tokio::spawn(async move {
+        loop {
+            match ev.poll().await {
+                Ok(Event::Incoming(Packet::Publish(p))) => {
+                    if tx.send((p.topic.clone(), p.payload.to_vec())).is_err() {
+                        return;
+                    }
+                }
+                Ok(Event::Incoming(Packet::SubAck(_))) => s.lock().unwrap().subscribed = true,
+                Ok(_) => {}
+                Err(e) => {
+                    s.lock().unwrap().last_error = e.to_string();
+                    tokio::time::sleep(Duration::from_millis(200)).await
+                }
+            }
+        }
+    });
+    state
+}
+
 /// A plain MQTT client for tests: everything under `{prefix}/#` arrives on `rx`.
 pub struct Client {
     pub client: AsyncClient,
@@ -290,25 +326,13 @@ impl Client {
         o.set_clean_session(clean);
         o.set_keep_alive(Duration::from_secs(5));
         o.set_max_packet_size(1 << 20, 1 << 20);
-        let (client, mut ev) = AsyncClient::new(o, 1024);
+        let (client, ev) = AsyncClient::new(o, 1024);
         let (tx, rx) = mpsc::unbounded_channel();
         client
             .subscribe(format!("{prefix}/#"), QoS::AtLeastOnce)
             .await
             .unwrap();
-        tokio::spawn(async move {
-            loop {
-                match ev.poll().await {
-                    Ok(Event::Incoming(Packet::Publish(p))) => {
-                        if tx.send((p.topic.clone(), p.payload.to_vec())).is_err() {
-                            return;
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-                }
-            }
-        });
+        poll(ev, tx);
         Client { client, rx }
     }
 
@@ -746,35 +770,16 @@ impl Client {
                 client_auth: login.client.as_ref().map(|(c, k)| (read(c), read(k))),
             },
         ));
-        let (client, mut ev) = AsyncClient::new(o, 1024);
+        let (client, ev) = AsyncClient::new(o, 1024);
         client.subscribe(filter, QoS::AtLeastOnce).await.unwrap();
         let (tx, rx) = mpsc::unbounded_channel();
-        // (subscribed, last connection error)
-        let state = Arc::new(Mutex::new((false, String::new())));
-        let s = state.clone();
-        tokio::spawn(async move {
-            loop {
-                match ev.poll().await {
-                    Ok(Event::Incoming(Packet::Publish(p))) => {
-                        if tx.send((p.topic.clone(), p.payload.to_vec())).is_err() {
-                            return;
-                        }
-                    }
-                    Ok(Event::Incoming(Packet::SubAck(_))) => s.lock().unwrap().0 = true,
-                    Ok(_) => {}
-                    Err(e) => {
-                        s.lock().unwrap().1 = e.to_string();
-                        tokio::time::sleep(Duration::from_millis(200)).await
-                    }
-                }
-            }
-        });
+        let state = poll(ev, tx);
         let t = Instant::now();
-        while !state.lock().unwrap().0 {
+        while !state.lock().unwrap().subscribed {
             assert!(
                 t.elapsed() < Duration::from_secs(15),
                 "{id} could not subscribe over TLS on 127.0.0.1:{port}: {}",
-                state.lock().unwrap().1
+                state.lock().unwrap().last_error
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
