@@ -1,24 +1,29 @@
-//! The daemon: wires MQTT intake, the queue, one worker per slot, status
-//! reporting and systemd notifications, and shuts them down in order.
+//! The daemon: wires MQTT intake, the queue, one worker per slot, delivery,
+//! status reporting and systemd notifications, and shuts them down in order.
 //!
-//! Each long-lived piece is an async fn taking a `CancellationToken`; only
-//! `main` listens for signals. On cancel, unfinished alarms are left
-//! unacknowledged so the broker redelivers them to the next start.
+//! `run` is load → connect → spawn → serve → shutdown. The serving loop is a
+//! thin I/O shell: what to publish and when an alarm may be acknowledged is
+//! decided by `delivery::Delivery`, what is kept on disk by `outbox`, who is
+//! diagnosed first by `queue`. Each long-lived task is an async fn taking a
+//! `CancellationToken`; only `main` listens for signals. On cancel, unfinished
+//! alarms are left unacknowledged so the broker redelivers them to the next
+//! start, and the slot threads are cancelled and joined before exit.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rumqttc::{AsyncClient, Publish};
+use rumqttc::{AsyncClient, EventLoop, Publish};
 use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::alarm::{self, Alarm};
 use crate::config::Config;
+use crate::delivery::{Delivery, Key, Output, Receipt, Settings};
 use crate::diagnosis::Diagnosis;
 use crate::llm::{Model, Slot, SlotSettings};
-use crate::mqtt::{self, Inbound, Topics};
+use crate::mqtt::{self, Inbound, PollerTx, Topics};
 use crate::outbox::Outbox;
 use crate::pipeline::{Counters, Pipeline};
 use crate::queue::{Offer, Scheduler};
@@ -40,28 +45,6 @@ pub enum DaemonError {
         path: String,
         source: std::io::Error,
     },
-}
-
-/// Everything the tasks share.
-struct Shared {
-    pipeline: Pipeline,
-    client: AsyncClient,
-    topics: Topics,
-    sched: Mutex<Scheduler<Publish>>,
-    work: Notify,
-    epoch: Instant,
-    mqtt_turned: Arc<AtomicU64>,
-    notifier: Arc<Notifier>,
-    keep_alive: Duration,
-    outbox: Mutex<Outbox>,
-    /// Wakes the publisher: a new outbox entry, or a (re)connection.
-    outbox_ready: Notify,
-    connected: AtomicBool,
-    /// Bumped on every disconnect, so the publisher stops waiting for a PUBACK
-    /// that can no longer come.
-    conn_epoch: AtomicU64,
-    pubacks: tokio::sync::Mutex<mpsc::Receiver<()>>,
-    puback_tx: mpsc::Sender<()>,
 }
 
 /// Loads the index and the model and starts `n` slots. Shared by `run`,
@@ -100,15 +83,20 @@ pub async fn load(
     };
     let mut slots = Vec::new();
     for i in 0..cfg.llm.slots as usize {
-        slots.push(
-            Slot::start(
-                i,
-                model.model.clone(),
-                settings.clone(),
-                counters.slots.clone(),
-            )
-            .await?,
-        );
+        match Slot::start(
+            i,
+            model.model.clone(),
+            settings.clone(),
+            counters.slots.clone(),
+        )
+        .await
+        {
+            Ok(s) => slots.push(s),
+            Err(e) => {
+                stop_slots(slots, cfg.watchdog.hard_timeout).await;
+                return Err(e.into());
+            }
+        }
     }
     Ok((index, model, slots, counters))
 }
@@ -125,31 +113,50 @@ pub async fn load_pipeline(cfg: Config, warm: bool) -> Result<(Pipeline, Vec<Slo
     Ok((pipeline, slots))
 }
 
+/// Cancels and joins slot threads, each within `hard`: a thread still inside
+/// llama_decode when the process exits races llama.cpp's teardown.
+pub async fn stop_slots(slots: Vec<Slot>, hard: Duration) {
+    for slot in slots {
+        slot.stop(hard).await;
+    }
+}
+
+/// What the workers and the serving loop share.
+struct Shared {
+    pipeline: Pipeline,
+    sched: Mutex<Scheduler<Key>>,
+    work: Notify,
+    epoch: Instant,
+}
+
+impl Shared {
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, Scheduler<Key>> {
+        self.sched.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A finished diagnosis and the alarms it answers.
+struct Done {
+    alarms: Vec<(Alarm, Key)>,
+    diagnosis: Diagnosis,
+    slot: Option<usize>,
+}
+
 /// Runs the daemon until `cancel` fires.
 pub async fn run(cfg: Config, cancel: CancellationToken) -> Result<(), DaemonError> {
     let notifier = Arc::new(Notifier::from_env());
+    // Everything that can fail on a bad config or state dir is checked before
+    // the model loads: it is quicker to report, and nothing is decoding yet.
     std::fs::create_dir_all(&cfg.state_dir).map_err(|source| DaemonError::StateDir {
         path: cfg.state_dir.display().to_string(),
         source,
     })?;
-    // Everything that can fail on a bad config or state dir is checked before
-    // the model loads: it is quicker to report, and an error returned while a
-    // slot thread is still decoding its warm-up raced llama.cpp's teardown at
-    // exit (killed by a signal instead of exiting 78, seen in CI).
     let mqtt_options = mqtt::options(&cfg.mqtt)?;
-    let (outbox, report) = Outbox::open(&cfg.state_dir, cfg.outbox.max_bytes)?;
-    if report.torn_bytes > 0 {
-        tracing::warn!(
-            bytes = report.torn_bytes,
-            "outbox ended in a torn record (power loss?); it was cut off"
-        );
-    }
-    if report.pending > 0 {
-        tracing::info!(
-            pending = report.pending,
-            "undelivered diagnoses in the outbox will be replayed"
-        );
-    }
+    let outbox = open_outbox(&cfg)?;
     notifier.status("loading model and index");
     let (index, model, slots, counters) = load(&cfg, true).await?;
     tracing::info!(
@@ -160,13 +167,8 @@ pub async fn run(cfg: Config, cancel: CancellationToken) -> Result<(), DaemonErr
         slots = slots.len(),
         "model and index loaded"
     );
+    let hard = cfg.watchdog.hard_timeout;
     let cfg = Arc::new(cfg);
-    let topics = Topics {
-        prefix: cfg.mqtt.topic_prefix.clone(),
-    };
-    let (client, eventloop) = AsyncClient::new(mqtt_options, 256);
-    let (puback_tx, pubacks) = mpsc::channel(64);
-    let epoch = Instant::now();
     let shared = Arc::new(Shared {
         pipeline: Pipeline {
             index,
@@ -174,404 +176,481 @@ pub async fn run(cfg: Config, cancel: CancellationToken) -> Result<(), DaemonErr
             cfg: cfg.clone(),
             counters,
         },
-        client,
-        topics,
         sched: Mutex::new(Scheduler::new(
             cfg.queue.capacity,
             cfg.queue.dedup_window.as_millis() as u64,
         )),
         work: Notify::new(),
-        epoch,
-        mqtt_turned: Arc::new(AtomicU64::new(0)),
-        notifier: notifier.clone(),
-        keep_alive: cfg.mqtt.keep_alive,
-        outbox: Mutex::new(outbox),
-        outbox_ready: Notify::new(),
-        connected: AtomicBool::new(false),
-        conn_epoch: AtomicU64::new(0),
-        pubacks: tokio::sync::Mutex::new(pubacks),
-        puback_tx,
+        epoch: Instant::now(),
     });
+    let (client, eventloop) = AsyncClient::new(mqtt_options, 256);
     let tracker = TaskTracker::new();
-    let (tx, mut rx) = mpsc::channel(1024);
+    let mqtt_turned = Arc::new(AtomicU64::new(0));
+    let (events, qos0) = connect(&tracker, eventloop, &shared, &mqtt_turned, &cancel);
+    let (done_tx, done_rx) = mpsc::unbounded_channel();
+    let workers = spawn(
+        &tracker,
+        &shared,
+        slots,
+        done_tx,
+        &notifier,
+        &mqtt_turned,
+        &cancel,
+    );
+    let mut hub = Hub::new(shared, client, outbox, notifier.clone());
+    hub.serve(events, qos0, done_rx, &cancel).await;
+    shutdown(hub, tracker, workers, hard).await;
+    Ok(())
+}
+
+fn open_outbox(cfg: &Config) -> Result<Outbox, DaemonError> {
+    let (outbox, report) = Outbox::open(&cfg.state_dir, cfg.outbox.max_bytes)?;
+    if report.torn_bytes > 0 {
+        tracing::warn!(
+            bytes = report.torn_bytes,
+            "outbox ended in a torn record (power loss?); it was cut off"
+        );
+    }
+    if report.damaged_bytes > 0 {
+        tracing::warn!(
+            bytes = report.damaged_bytes,
+            "outbox had damaged records; they were skipped and the rest kept"
+        );
+    }
+    if report.upgraded {
+        tracing::info!("outbox rewritten in the current format");
+    }
+    if report.pending > 0 {
+        tracing::info!(
+            pending = report.pending,
+            "undelivered diagnoses in the outbox will be delivered"
+        );
+    }
+    Ok(outbox)
+}
+
+type Events = (mpsc::UnboundedReceiver<Inbound>, mpsc::Receiver<Publish>);
+
+/// Starts the task that owns the MQTT event loop.
+fn connect(
+    tracker: &TaskTracker,
+    eventloop: EventLoop,
+    shared: &Shared,
+    turned: &Arc<AtomicU64>,
+    cancel: &CancellationToken,
+) -> Events {
+    let (events_tx, events) = mpsc::unbounded_channel();
+    let (qos0_tx, qos0) = mpsc::channel(1024);
     tracker.spawn(mqtt::run_poller(
         eventloop,
-        tx,
-        shared.mqtt_turned.clone(),
-        epoch,
+        PollerTx {
+            events: events_tx,
+            qos0: qos0_tx,
+        },
+        turned.clone(),
+        shared.epoch,
         cancel.clone(),
     ));
+    (events, qos0)
+}
 
-    // READY only once the broker has accepted us: before that we cannot serve.
-    let addr = format!("{}:{}", cfg.mqtt.host, cfg.mqtt.port);
-    let first = tokio::select! {
-        _ = cancel.cancelled() => None,
-        m = wait_connected(&mut rx) => m,
+/// Starts one worker per slot and the systemd watchdog. Workers hand their
+/// slot back when they end, so shutdown can join the slot threads.
+fn spawn(
+    tracker: &TaskTracker,
+    shared: &Arc<Shared>,
+    slots: Vec<Slot>,
+    done: mpsc::UnboundedSender<Done>,
+    notifier: &Arc<Notifier>,
+    turned: &Arc<AtomicU64>,
+    cancel: &CancellationToken,
+) -> Vec<tokio::task::JoinHandle<Slot>> {
+    let workers = slots
+        .into_iter()
+        .map(|slot| tracker.spawn(worker(shared.clone(), slot, done.clone(), cancel.clone())))
+        .collect();
+    let s = shared.clone();
+    let turned = turned.clone();
+    let keep_alive = shared.pipeline.cfg.mqtt.keep_alive;
+    let healthy = move || {
+        let limit = (keep_alive * 3).max(Duration::from_secs(30));
+        crate::watchdog::process_alive(
+            turned.load(Ordering::Relaxed),
+            s.now_ms(),
+            limit,
+            s.pipeline.counters.slots.lost.load(Ordering::Relaxed),
+        )
     };
-    let Some(session_present) = first else {
-        tracker.close();
-        tracker.wait().await;
-        return Ok(());
-    };
-    on_connected(&shared, session_present).await;
-    let mut early = Vec::new();
-    tokio::select! {
-        _ = cancel.cancelled() => {}
-        _ = wait_subscribed(&mut rx, &mut early) => {}
-    }
-    notifier.ready();
-    tracing::info!(broker = %addr, "tidewatch ready");
+    tracker.spawn(systemd::run_watchdog(
+        notifier.clone(),
+        healthy,
+        cancel.clone(),
+    ));
+    workers
+}
 
-    for slot in slots {
-        tracker.spawn(worker(shared.clone(), slot, cancel.clone()));
-    }
-    tracker.spawn(status_loop(shared.clone(), cancel.clone()));
-    tracker.spawn(publisher(shared.clone(), cancel.clone()));
-    {
-        let s = shared.clone();
-        let healthy = move || {
-            let limit = (s.keep_alive * 3).max(Duration::from_secs(30));
-            crate::watchdog::process_alive(
-                s.mqtt_turned.load(Ordering::Relaxed),
-                s.epoch.elapsed().as_millis() as u64,
-                limit,
-                s.pipeline.counters.slots.lost.load(Ordering::Relaxed),
-            )
-        };
-        tracker.spawn(systemd::run_watchdog(
-            notifier.clone(),
-            healthy,
-            cancel.clone(),
-        ));
-    }
-
-    let mut early = early.into_iter();
-    loop {
-        let m = match early.next() {
-            Some(m) => Some(m),
-            None => tokio::select! {
-                _ = cancel.cancelled() => break,
-                m = rx.recv() => m,
-            },
-        };
-        match m {
-            Some(Inbound::Alarm(p)) => intake(&shared, p).await,
-            Some(Inbound::Connected { session_present }) => {
-                on_connected(&shared, session_present).await
-            }
-            Some(Inbound::PubAck(_)) => {
-                let _ = shared.puback_tx.try_send(());
-            }
-            Some(Inbound::Disconnected(_)) => {
-                if shared.connected.swap(false, Ordering::SeqCst) {
-                    shared.conn_epoch.fetch_add(1, Ordering::SeqCst);
-                    shared.outbox_ready.notify_one();
-                }
-            }
-            Some(Inbound::SubAck) => {}
-            None => break,
-        }
-    }
-
-    notifier.stopping();
+async fn shutdown(
+    hub: Hub,
+    tracker: TaskTracker,
+    workers: Vec<tokio::task::JoinHandle<Slot>>,
+    hard: Duration,
+) {
+    hub.notifier.stopping();
     tracing::info!("shutting down; unfinished alarms stay unacknowledged for redelivery");
     let offline = serde_json::json!({"state": "offline", "ts": crate::diagnosis::now_rfc3339()});
-    let _ = tokio::time::timeout(
-        Duration::from_secs(2),
-        mqtt::publish_info(
-            &shared.client,
-            shared.topics.status(),
-            offline.to_string().into_bytes(),
-            true,
-        ),
-    )
-    .await;
-    let _ = tokio::time::timeout(Duration::from_secs(1), shared.client.disconnect()).await;
+    let _ = mqtt::publish_info(
+        &hub.client,
+        hub.topics.status(),
+        offline.to_string().into_bytes(),
+        true,
+    );
+    let _ = hub.client.try_disconnect();
     tracker.close();
     // The poller exits on cancel; give the disconnect a moment to flush first.
     tokio::time::sleep(Duration::from_millis(200)).await;
     tracker.wait().await;
-    Ok(())
-}
-
-async fn wait_connected(rx: &mut mpsc::Receiver<Inbound>) -> Option<bool> {
-    while let Some(m) = rx.recv().await {
-        if let Inbound::Connected { session_present } = m {
-            return Some(session_present);
+    let mut slots = Vec::new();
+    for w in workers {
+        if let Ok(slot) = w.await {
+            slots.push(slot);
         }
     }
-    None
+    stop_slots(slots, hard).await;
+    tracing::info!("slot threads stopped");
 }
 
-/// Waits for the broker to confirm the alarm subscription: until then an
-/// alarm published by a sensor would have no subscriber and be dropped.
-async fn wait_subscribed(rx: &mut mpsc::Receiver<Inbound>, early: &mut Vec<Inbound>) {
-    while let Some(m) = rx.recv().await {
-        match m {
-            Inbound::SubAck => return,
-            other => early.push(other),
-        }
-    }
+/// The serving loop's state: the delivery machine, the outbox and the MQTT
+/// client. Owned by one task, so none of it needs a lock.
+struct Hub {
+    s: Arc<Shared>,
+    client: AsyncClient,
+    topics: Topics,
+    notifier: Arc<Notifier>,
+    delivery: Delivery<Publish>,
+    outbox: Outbox,
+    /// Acks the client's queue refused; retried on the next tick.
+    unsent_acks: Vec<Publish>,
+    ready: bool,
+    last_status_ms: u64,
 }
 
-async fn on_connected(s: &Shared, session_present: bool) {
-    // Subscribe on every connection: a broker that lost our session (restart
-    // without persistence, first contact) lost the subscription too, and one
-    // that kept it treats the repeat as a no-op.
-    tracing::info!(session_present, "connected to the broker");
-    if let Err(e) = s
-        .client
-        .subscribe(s.topics.alarms(), rumqttc::QoS::AtLeastOnce)
-        .await
-    {
-        tracing::error!(error = %e, "cannot subscribe to alarms");
-    }
-    s.connected.store(true, Ordering::SeqCst);
-    s.outbox_ready.notify_one();
-    publish_status(s).await;
-}
-
-fn outbox(s: &Shared) -> std::sync::MutexGuard<'_, Outbox> {
-    s.outbox.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Delivers outbox entries one at a time: publish, wait for its PUBACK, mark
-/// it delivered. One in flight makes every PUBACK unambiguous (rumqttc does not
-/// say which publish a PUBACK answers); a diagnosis takes seconds to make, so
-/// one round trip each costs nothing.
-async fn publisher(s: Arc<Shared>, cancel: CancellationToken) {
-    let mut acks = s.pubacks.lock().await;
-    loop {
-        let next = if s.connected.load(Ordering::SeqCst) {
-            outbox(&s).first_pending()
-        } else {
-            None
+impl Hub {
+    fn new(s: Arc<Shared>, client: AsyncClient, outbox: Outbox, notifier: Arc<Notifier>) -> Self {
+        let mut delivery = Delivery::new(Settings {
+            remembered: crate::outbox::CACHE_ENTRIES,
+            ..Settings::default()
+        });
+        delivery.restore(
+            outbox.pending().map(|e| (e.seq, e.key)),
+            outbox.delivered().copied(),
+        );
+        let topics = Topics {
+            prefix: s.pipeline.cfg.mqtt.topic_prefix.clone(),
         };
-        let Some(e) = next else {
-            tokio::select! {
-                _ = cancel.cancelled() => return,
-                _ = s.outbox_ready.notified() => {}
-                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-            }
-            continue;
-        };
-        while acks.try_recv().is_ok() {}
-        let epoch = s.conn_epoch.load(Ordering::SeqCst);
-        if let Err(err) =
-            mqtt::publish_diagnosis(&s.client, e.topic.clone(), e.payload.clone()).await
-        {
-            tracing::warn!(error = %err, "cannot hand a diagnosis to the MQTT client");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            continue;
+        Hub {
+            s,
+            client,
+            topics,
+            notifier,
+            delivery,
+            outbox,
+            unsent_acks: Vec::new(),
+            ready: false,
+            last_status_ms: 0,
         }
+    }
+
+    async fn serve(
+        &mut self,
+        mut events: mpsc::UnboundedReceiver<Inbound>,
+        mut qos0: mpsc::Receiver<Publish>,
+        mut done: mpsc::UnboundedReceiver<Done>,
+        cancel: &CancellationToken,
+    ) {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => return,
-                a = acks.recv() => {
-                    if a.is_some() {
-                        if let Err(err) = tokio::task::block_in_place(|| outbox(&s).ack(e.seq)) {
-                            tracing::error!(error = %err, "cannot record a delivered diagnosis");
+                Some(ev) = events.recv() => self.on_event(ev),
+                Some(p) = qos0.recv() => self.intake(p),
+                Some(d) = done.recv() => self.finish(d.alarms, d.diagnosis, d.slot),
+                _ = tick.tick() => self.on_tick(),
+            }
+        }
+    }
+
+    fn on_event(&mut self, ev: Inbound) {
+        let now = self.s.now_ms();
+        match ev {
+            Inbound::Connected { session_present } => {
+                // Subscribe on every connection: a broker that lost our
+                // session lost the subscription too, and one that kept it
+                // treats the repeat as a no-op.
+                tracing::info!(session_present, "connected to the broker");
+                if let Err(e) = self
+                    .client
+                    .try_subscribe(self.topics.alarms(), rumqttc::QoS::AtLeastOnce)
+                {
+                    tracing::error!(error = %e, "cannot subscribe to alarms");
+                }
+                let out = self.delivery.connected(now);
+                self.carry_out(out);
+                self.publish_status();
+            }
+            Inbound::SubAck => {
+                // READY only once subscribed: before that an alarm published
+                // by a sensor would have no subscriber and be dropped.
+                if !self.ready {
+                    self.ready = true;
+                    self.notifier.ready();
+                    let cfg = &self.s.pipeline.cfg.mqtt;
+                    tracing::info!(broker = %format!("{}:{}", cfg.host, cfg.port), "tidewatch ready");
+                }
+            }
+            Inbound::Alarm(p) => self.intake(p),
+            Inbound::Sent(pkid) => self.delivery.sent(pkid),
+            Inbound::PubAck(pkid) => {
+                let out = self.delivery.puback(pkid, now);
+                self.carry_out(out);
+            }
+            Inbound::Disconnected { dropped, .. } => {
+                self.delivery.disconnected(dropped);
+                self.unsent_acks.clear();
+            }
+        }
+    }
+
+    fn on_tick(&mut self) {
+        let now = self.s.now_ms();
+        if self.delivery.is_connected() {
+            for p in std::mem::take(&mut self.unsent_acks) {
+                self.ack(p);
+            }
+        }
+        let out = self.delivery.tick(now);
+        self.carry_out(out);
+        if now.saturating_sub(self.last_status_ms) >= 10_000 {
+            self.publish_status();
+        }
+    }
+
+    fn carry_out(&mut self, out: Vec<Output<Publish>>) {
+        for o in out {
+            match o {
+                Output::Publish(seq) => {
+                    let Some(e) = self.outbox.get(seq) else {
+                        continue;
+                    };
+                    match mqtt::publish_diagnosis(&self.client, &e.topic, &e.payload) {
+                        Ok(()) => self.delivery.handed(seq),
+                        Err(err) => {
+                            tracing::debug!(error = %err, "mqtt client queue full; diagnosis offered again shortly");
+                            self.delivery.refused(seq);
                         }
                     }
-                    break;
                 }
-                _ = tokio::time::sleep(Duration::from_millis(250)) => {
-                    // The PUBACK cannot come on a connection that is gone; the
-                    // entry is republished after the reconnect.
-                    if s.conn_epoch.load(Ordering::SeqCst) != epoch {
-                        break;
+                Output::Ack(p) => self.ack(p),
+                Output::Delivered(seq) => {
+                    let r = tokio::task::block_in_place(|| self.outbox.ack(seq));
+                    if let Err(err) = r {
+                        tracing::error!(error = %err, "cannot record a delivered diagnosis");
                     }
                 }
             }
         }
     }
-}
 
-fn status_json(s: &Shared) -> serde_json::Value {
-    let mut v = serde_json::json!({
-        "state": "online",
-        "model": s.pipeline.model.info.name,
-        "architecture": s.pipeline.model.info.architecture,
-        "slots": s.pipeline.cfg.llm.slots,
-        "ts": crate::diagnosis::now_rfc3339(),
-    });
-    if let (Some(obj), serde_json::Value::Object(c)) =
-        (v.as_object_mut(), s.pipeline.counters.to_json())
-    {
-        obj.extend(c);
-        obj.insert("outbox_pending".into(), outbox(s).pending_len().into());
-    }
-    v
-}
-
-async fn publish_status(s: &Shared) {
-    let v = status_json(s);
-    s.notifier.status(&format!(
-        "queue {} diagnosed {} degraded {} triage {} restarts {} lost {}",
-        v["queue_depth"],
-        v["diagnosed"],
-        v["degraded"],
-        v["triage"],
-        v["slot_restarts"],
-        v["slots_lost"]
-    ));
-    if let Err(e) = mqtt::publish_info(
-        &s.client,
-        s.topics.status(),
-        v.to_string().into_bytes(),
-        true,
-    )
-    .await
-    {
-        tracing::warn!(error = %e, "cannot publish status");
-    }
-}
-
-async fn status_loop(s: Arc<Shared>, cancel: CancellationToken) {
-    let mut tick = tokio::time::interval(Duration::from_secs(10));
-    tick.tick().await;
-    loop {
-        tokio::select! {
-            _ = cancel.cancelled() => return,
-            _ = tick.tick() => publish_status(&s).await,
+    fn ack(&mut self, p: Publish) {
+        if let Err(e) = self.client.try_ack(&p) {
+            tracing::debug!(error = %e, "mqtt client queue full; alarm ack retried shortly");
+            self.unsent_acks.push(p);
         }
     }
-}
 
-async fn reject(s: &Shared, p: &Publish, reason: String) {
-    s.pipeline.counters.rejected.fetch_add(1, Ordering::Relaxed);
-    let topic: String = p.topic.chars().take(256).collect();
-    tracing::warn!(topic = %topic, reason = %reason, bytes = p.payload.len(), "alarm rejected");
-    let err = serde_json::json!({
-        "topic": topic,
-        "reason": reason,
-        "bytes": p.payload.len(),
-        "ts": crate::diagnosis::now_rfc3339(),
-    });
-    if let Err(e) = mqtt::publish_info(
-        &s.client,
-        s.topics.error(),
-        err.to_string().into_bytes(),
-        false,
-    )
-    .await
-    {
-        tracing::warn!(error = %e, "cannot publish error");
-    }
-    ack(s, p).await;
-}
-
-async fn ack(s: &Shared, p: &Publish) {
-    if let Err(e) = s.client.ack(p).await {
-        tracing::warn!(error = %e, "cannot acknowledge alarm");
-    }
-}
-
-async fn intake(s: &Shared, p: Publish) {
-    let equipment = match alarm::equipment_from_topic(&s.topics.prefix, &p.topic) {
-        Ok(e) => e.to_string(),
-        Err(e) => return reject(s, &p, e.to_string()).await,
-    };
-    let a = match alarm::parse(
-        &p.payload,
-        Some(&equipment),
-        s.pipeline.cfg.mqtt.max_alarm_bytes,
-    ) {
-        Ok(a) => a,
-        Err(e) => return reject(s, &p, e.to_string()).await,
-    };
-    // A redelivered alarm (broker restart, our crash before its ack) is
-    // answered again from the outbox's cache, not by the model.
-    let cached = outbox(s).answered(&a.id).cloned();
-    if let Some(e) = cached {
-        s.pipeline.counters.replayed.fetch_add(1, Ordering::Relaxed);
-        tracing::info!(alarm_id = %a.id, "alarm already answered; replaying the cached diagnosis");
-        match tokio::task::block_in_place(|| outbox(s).put(&a.id, &e.topic, &e.payload)) {
-            Ok(_) => {
-                ack(s, &p).await;
-                s.outbox_ready.notify_one();
-            }
-            Err(err) => {
-                tracing::error!(alarm_id = %a.id, error = %err, "cannot store the replayed diagnosis; alarm left for redelivery")
-            }
-        }
-        return;
-    }
-    let now = s.epoch.elapsed().as_millis() as u64;
-    let offer = {
-        let mut q = s.sched.lock().unwrap_or_else(|e| e.into_inner());
-        let o = q.offer(a, p, now);
-        s.pipeline
+    fn reject(&mut self, p: Publish, reason: String) {
+        self.s
+            .pipeline
             .counters
-            .queue_depth
-            .store(q.len() as u64, Ordering::Relaxed);
-        o
-    };
-    match offer {
-        Offer::Queued => s.work.notify_one(),
-        Offer::Merged => {
-            s.pipeline.counters.merged.fetch_add(1, Ordering::Relaxed);
+            .rejected
+            .fetch_add(1, Ordering::Relaxed);
+        let topic: String = p.topic.chars().take(256).collect();
+        tracing::warn!(topic = %topic, reason = %reason, bytes = p.payload.len(), "alarm rejected");
+        let err = serde_json::json!({
+            "topic": topic,
+            "reason": reason,
+            "bytes": p.payload.len(),
+            "ts": crate::diagnosis::now_rfc3339(),
+        });
+        if let Err(e) = mqtt::publish_info(
+            &self.client,
+            self.topics.error(),
+            err.to_string().into_bytes(),
+            false,
+        ) {
+            tracing::warn!(error = %e, "cannot publish error");
         }
-        Offer::Triage(a, p) => {
-            let d = s.pipeline.triage(&a);
-            deliver(s, &[(a, p)], d, None).await;
-        }
-        Offer::Evicted(job) => {
-            s.work.notify_one();
-            let d = s.pipeline.triage(job.primary());
-            deliver(s, &job.alarms, d, None).await;
-        }
+        self.ack(p);
     }
-}
 
-/// Publishes a diagnosis to every alarm it answers, then acknowledges them.
-async fn deliver(s: &Shared, alarms: &[(Alarm, Publish)], d: Diagnosis, slot: Option<usize>) {
-    for (a, p) in alarms {
-        let mut d = d.clone();
-        d.alarm_id = a.id.clone();
-        d.equipment = a.equipment.clone();
-        d.code = a.code.clone();
-        let t = &d.timings;
-        tracing::info!(
-            alarm_id = %a.id,
-            equipment = %a.equipment,
-            code = %a.code,
-            slot = slot.map_or(-1, |s| s as i64),
-            mode = d.mode.as_str(),
-            retrieval_ms = t.retrieval_ms,
-            prompt_tokens = t.prompt_tokens,
-            ttft_ms = t.ttft_ms,
-            generated_tokens = t.generated_tokens,
-            generation_ms = t.generation_ms,
-            "diagnosed"
-        );
-        let payload = match serde_json::to_vec(&d) {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot encode diagnosis");
-                continue;
-            }
+    fn intake(&mut self, p: Publish) {
+        let equipment = match alarm::equipment_from_topic(&self.topics.prefix, &p.topic) {
+            Ok(e) => e.to_string(),
+            Err(e) => return self.reject(p, e.to_string()),
         };
-        let topic = s.topics.diagnosis(&a.equipment);
-        // Durable first, then acknowledge: once the outbox has the diagnosis,
-        // the alarm cannot be lost, whatever happens to the broker or to us.
-        match tokio::task::block_in_place(|| outbox(s).put(&a.id, &topic, &payload)) {
-            Ok(_) => {
-                ack(s, p).await;
-                s.outbox_ready.notify_one();
+        let a = match alarm::parse(
+            &p.payload,
+            Some(&equipment),
+            self.s.pipeline.cfg.mqtt.max_alarm_bytes,
+        ) {
+            Ok(a) => a,
+            Err(e) => return self.reject(p, e.to_string()),
+        };
+        let key = Key::of(&p.topic, &p.payload);
+        let (receipt, out) = self.delivery.received(key, p);
+        self.carry_out(out);
+        match receipt {
+            Receipt::Diagnose => {}
+            Receipt::Joined => {
+                self.count_replayed();
+                tracing::info!(alarm_id = %a.id, "alarm redelivered while it is answered; acknowledged with its answer");
+                return;
             }
-            Err(e) => {
-                tracing::error!(alarm_id = %a.id, error = %e, "diagnosis not stored; publishing directly and leaving the alarm unacknowledged for redelivery");
-                let _ = mqtt::publish_diagnosis(&s.client, topic, payload).await;
+            Receipt::Delivered => {
+                self.count_replayed();
+                tracing::info!(alarm_id = %a.id, "alarm redelivered after its diagnosis was delivered; acknowledged");
+                return;
             }
+        }
+        let offer = {
+            let mut q = self.s.queue();
+            let o = q.offer(a, key, self.s.now_ms());
+            self.s
+                .pipeline
+                .counters
+                .queue_depth
+                .store(q.len() as u64, Ordering::Relaxed);
+            o
+        };
+        match offer {
+            Offer::Queued => self.s.work.notify_one(),
+            Offer::Merged => {
+                self.s
+                    .pipeline
+                    .counters
+                    .merged
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            Offer::Triage(a, k) => {
+                let d = self.s.pipeline.triage(&a);
+                self.finish(vec![(a, k)], d, None);
+            }
+            Offer::Evicted(job) => {
+                self.s.work.notify_one();
+                let d = self.s.pipeline.triage(job.primary());
+                self.finish(job.alarms, d, None);
+            }
+        }
+    }
+
+    fn count_replayed(&self) {
+        self.s
+            .pipeline
+            .counters
+            .replayed
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Stores a diagnosis for every alarm it answers; delivery publishes it.
+    fn finish(&mut self, alarms: Vec<(Alarm, Key)>, d: Diagnosis, slot: Option<usize>) {
+        for (a, key) in alarms {
+            let mut d = d.clone();
+            d.alarm_id = a.id.clone();
+            d.equipment = a.equipment.clone();
+            d.code = a.code.clone();
+            let t = &d.timings;
+            tracing::info!(
+                alarm_id = %a.id,
+                equipment = %a.equipment,
+                code = %a.code,
+                slot = slot.map_or(-1, |s| s as i64),
+                mode = d.mode.as_str(),
+                retrieval_ms = t.retrieval_ms,
+                prompt_tokens = t.prompt_tokens,
+                ttft_ms = t.ttft_ms,
+                generated_tokens = t.generated_tokens,
+                generation_ms = t.generation_ms,
+                "diagnosed"
+            );
+            let payload = match serde_json::to_vec(&d) {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot encode diagnosis");
+                    self.delivery.abandoned(&key);
+                    continue;
+                }
+            };
+            let topic = self.topics.diagnosis(&a.equipment);
+            let stored =
+                tokio::task::block_in_place(|| self.outbox.put(key, &a.id, &topic, &payload));
+            if let Some(e) = &stored.not_durable {
+                tracing::warn!(alarm_id = %a.id, error = %e, "diagnosis not on disk; it is delivered from memory and its alarm acknowledged only after that");
+            }
+            let out = self.delivery.stored(key, stored.seq, self.s.now_ms());
+            self.carry_out(out);
+        }
+    }
+
+    fn status_json(&self) -> serde_json::Value {
+        let p = &self.s.pipeline;
+        let mut v = serde_json::json!({
+            "state": "online",
+            "model": p.model.info.name,
+            "architecture": p.model.info.architecture,
+            "slots": p.cfg.llm.slots,
+            "ts": crate::diagnosis::now_rfc3339(),
+        });
+        if let (Some(obj), serde_json::Value::Object(c)) = (v.as_object_mut(), p.counters.to_json())
+        {
+            obj.extend(c);
+            obj.insert("outbox_pending".into(), self.outbox.pending_len().into());
+            obj.insert("awaiting_ack".into(), self.delivery.open_alarms().into());
+        }
+        v
+    }
+
+    fn publish_status(&mut self) {
+        self.last_status_ms = self.s.now_ms();
+        let v = self.status_json();
+        self.notifier.status(&format!(
+            "queue {} diagnosed {} degraded {} triage {} restarts {} lost {}",
+            v["queue_depth"],
+            v["diagnosed"],
+            v["degraded"],
+            v["triage"],
+            v["slot_restarts"],
+            v["slots_lost"]
+        ));
+        if let Err(e) = mqtt::publish_info(
+            &self.client,
+            self.topics.status(),
+            v.to_string().into_bytes(),
+            true,
+        ) {
+            tracing::warn!(error = %e, "cannot publish status");
         }
     }
 }
 
-async fn worker(s: Arc<Shared>, mut slot: Slot, cancel: CancellationToken) {
+async fn worker(
+    s: Arc<Shared>,
+    mut slot: Slot,
+    done: mpsc::UnboundedSender<Done>,
+    cancel: CancellationToken,
+) -> Slot {
     loop {
         let job = {
-            let mut q = s.sched.lock().unwrap_or_else(|e| e.into_inner());
+            let mut q = s.queue();
             let j = q.pop();
             s.pipeline
                 .counters
@@ -581,7 +660,7 @@ async fn worker(s: Arc<Shared>, mut slot: Slot, cancel: CancellationToken) {
         };
         let Some(job) = job else {
             tokio::select! {
-                _ = cancel.cancelled() => return,
+                _ = cancel.cancelled() => return slot,
                 _ = s.work.notified() => {}
                 // Belt and braces against a lost wake-up.
                 _ = tokio::time::sleep(Duration::from_millis(500)) => {}
@@ -597,10 +676,15 @@ async fn worker(s: Arc<Shared>, mut slot: Slot, cancel: CancellationToken) {
             "diagnosing"
         );
         let d = tokio::select! {
-            // Dropping the job here leaves its alarms unacknowledged.
-            _ = cancel.cancelled() => return,
+            // Dropping the job leaves its alarms unacknowledged; `stop`
+            // cancels the generation still running on the slot thread.
+            _ = cancel.cancelled() => return slot,
             d = s.pipeline.diagnose(&mut slot, job.primary()) => d,
         };
-        deliver(&s, &job.alarms, d, Some(slot.id)).await;
+        let _ = done.send(Done {
+            alarms: job.alarms,
+            diagnosis: d,
+            slot: Some(slot.id),
+        });
     }
 }

@@ -21,6 +21,7 @@ pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod delivery;
 pub mod diagnosis;
 pub mod eval;
 pub mod llm;

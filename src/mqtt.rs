@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rumqttc::{
-    AsyncClient, Event, EventLoop, LastWill, MqttOptions, Packet, Publish, QoS, Transport,
+    AsyncClient, Event, EventLoop, LastWill, MqttOptions, Outgoing, Packet, Publish, QoS, Request,
+    Transport,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -107,14 +108,34 @@ fn tls_transport(tls: &crate::config::TlsConfig) -> Result<Transport, MqttError>
     ))
 }
 
-/// What the poller tells the rest of the daemon.
+/// What the poller tells the rest of the daemon. These go over an unbounded
+/// channel and are never dropped: each is bounded by the network (the
+/// broker's inflight window bounds QoS 1 alarms). QoS 0 alarms, which a
+/// flood can bring in any number, go over a bounded channel instead.
 #[derive(Debug)]
 pub enum Inbound {
-    Connected { session_present: bool },
+    Connected {
+        session_present: bool,
+    },
+    /// A QoS 1 (or 2) alarm: the broker waits for its ack.
     Alarm(Publish),
+    /// The client wrote a QoS 1 publish with this packet id.
+    Sent(u16),
     PubAck(u16),
     SubAck,
-    Disconnected(String),
+    /// The connection is gone; `dropped` QoS 1 publishes queued in the client
+    /// were discarded unsent (see `delivery`).
+    Disconnected {
+        error: String,
+        dropped: u64,
+    },
+}
+
+/// Where the poller sends what it reads.
+pub struct PollerTx {
+    pub events: mpsc::UnboundedSender<Inbound>,
+    /// QoS 0 alarms; when full they are dropped (nobody waits for an ack).
+    pub qos0: mpsc::Sender<Publish>,
 }
 
 /// Delay before the n-th consecutive reconnect attempt: 250 ms doubling to a
@@ -146,7 +167,7 @@ pub fn connect_hint(error: &str) -> Option<&'static str> {
 /// poll so the systemd watchdog can tell a stuck loop from a quiet one.
 pub async fn run_poller(
     mut eventloop: EventLoop,
-    tx: mpsc::Sender<Inbound>,
+    tx: PollerTx,
     turned: Arc<AtomicU64>,
     epoch: std::time::Instant,
     cancel: CancellationToken,
@@ -169,19 +190,33 @@ pub async fn run_poller(
                     session_present: ack.session_present,
                 })
             }
-            Ok(Event::Incoming(Packet::Publish(p))) => Some(Inbound::Alarm(p)),
+            Ok(Event::Incoming(Packet::Publish(p))) => {
+                if p.qos == QoS::AtMostOnce {
+                    if tx.qos0.try_send(p).is_err() {
+                        tracing::warn!(
+                            "QoS 0 alarms arrive faster than they are read; dropping one"
+                        );
+                    }
+                    None
+                } else {
+                    Some(Inbound::Alarm(p))
+                }
+            }
+            Ok(Event::Outgoing(Outgoing::Publish(pkid))) if pkid != 0 => Some(Inbound::Sent(pkid)),
+            Ok(Event::Outgoing(Outgoing::AwaitAck(pkid))) => {
+                // rumqttc holds back every request until this id is acked.
+                tracing::warn!(pkid, "mqtt client waits for a PUBACK before sending more");
+                None
+            }
             Ok(Event::Incoming(Packet::PubAck(a))) => Some(Inbound::PubAck(a.pkid)),
             Ok(Event::Incoming(Packet::SubAck(_))) => Some(Inbound::SubAck),
             Ok(_) => None,
             Err(e) => {
-                // Drop rumqttc's in-memory session (unacked publishes and queued
-                // requests): the outbox republishes undelivered diagnoses itself,
-                // and a second copy from rumqttc would make PUBACKs ambiguous.
-                // Alarm acks lost here only mean the broker redelivers those
-                // alarms, which are then answered from the outbox's cache.
-                eventloop.clean();
-                eventloop.pending.clear();
-                let _ = tx.try_send(Inbound::Disconnected(e.to_string()));
+                let dropped = drop_session(&mut eventloop);
+                let _ = tx.events.send(Inbound::Disconnected {
+                    error: e.to_string(),
+                    dropped,
+                });
                 let d = backoff(failures, rand::random::<f64>());
                 failures = failures.saturating_add(1);
                 let retry_in_ms = d.as_millis() as u64;
@@ -201,38 +236,52 @@ pub async fn run_poller(
             }
         };
         if let Some(m) = msg {
-            // Never block the poll loop: if the daemon is this far behind, the
-            // alarm stays unacknowledged and the broker redelivers it later.
-            if let Err(e) = tx.try_send(m) {
-                tracing::error!(error = %e, "inbound channel full; leaving message unacknowledged");
+            if tx.events.send(m).is_err() {
+                return;
             }
         }
     }
 }
 
-/// Publishes a diagnosis as QoS 1. Only diagnoses use QoS 1, so every PUBACK
-/// tidewatch receives belongs to a diagnosis (see `daemon::publisher`).
-pub async fn publish_diagnosis(
+/// Drops rumqttc's in-memory session after a connection error: publishes it
+/// would resend and requests still queued. The daemon's delivery state
+/// republishes undelivered diagnoses itself, and alarm acks from the old
+/// connection must not be sent on the new one. Returns how many QoS 1
+/// publishes were discarded without ever being sent (packet id still 0), so
+/// the daemon can keep its count of sent publishes exact.
+fn drop_session(eventloop: &mut EventLoop) -> u64 {
+    // rumqttc cleans up after its own read/write errors, but not after a
+    // failed connect, and requests may have been queued since.
+    eventloop.clean();
+    let dropped = eventloop
+        .pending
+        .iter()
+        .filter(|r| matches!(r, Request::Publish(p) if p.qos != QoS::AtMostOnce && p.pkid == 0))
+        .count() as u64;
+    eventloop.pending.clear();
+    dropped
+}
+
+/// Hands a diagnosis to the client as QoS 1 without waiting: a full request
+/// queue is reported, not waited out, so the caller's loop never stalls.
+/// Only diagnoses use QoS 1, which is what lets `delivery` match PUBACKs.
+pub fn publish_diagnosis(
     client: &AsyncClient,
-    topic: String,
-    payload: Vec<u8>,
+    topic: &str,
+    payload: &[u8],
 ) -> Result<(), rumqttc::ClientError> {
-    client
-        .publish(topic, QoS::AtLeastOnce, false, payload)
-        .await
+    client.try_publish(topic, QoS::AtLeastOnce, false, payload.to_vec())
 }
 
 /// Publishes status (retained) or an error report as QoS 0: the next status
 /// replaces a lost one, and errors are advisory.
-pub async fn publish_info(
+pub fn publish_info(
     client: &AsyncClient,
     topic: String,
     payload: Vec<u8>,
     retain: bool,
 ) -> Result<(), rumqttc::ClientError> {
-    client
-        .publish(topic, QoS::AtMostOnce, retain, payload)
-        .await
+    client.try_publish(topic, QoS::AtMostOnce, retain, payload)
 }
 
 #[cfg(test)]

@@ -23,6 +23,9 @@ pub struct Progress {
     /// Set by the watchdog; checked between decode steps and inside decode by
     /// the abort callback, so even a long prompt chunk stops promptly.
     cancel: AtomicBool,
+    /// Set once when the process shuts down; unlike `cancel`, a new job does
+    /// not clear it, so a warm-up or a queued job cannot outlive the stop.
+    stop: AtomicBool,
 }
 
 impl Default for Progress {
@@ -42,6 +45,7 @@ impl Progress {
             budget: AtomicU32::new(0),
             looping: AtomicBool::new(false),
             cancel: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
         }
     }
 
@@ -87,8 +91,12 @@ impl Progress {
         self.cancel.store(true, Ordering::SeqCst);
     }
 
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
     pub fn cancelled(&self) -> bool {
-        self.cancel.load(Ordering::Relaxed)
+        self.cancel.load(Ordering::Relaxed) || self.stop.load(Ordering::Relaxed)
     }
 
     pub fn snapshot(&self) -> Snapshot {

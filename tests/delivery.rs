@@ -93,6 +93,118 @@ async fn broker_restart_during_a_burst_of_50_loses_nothing() {
     );
 }
 
+/// Issue I, as a new user saw it: 30 alarms at once for one code on five
+/// pumps (so the queue merges duplicates), the broker stopped with SIGTERM
+/// 2 s later and back 3 s after that, default queue settings, an operator
+/// with a persistent session. Every alarm is answered, none more than twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broker_restart_during_a_burst_of_merged_alarms_answers_all_30() {
+    let _serial = common::serial();
+    let broker = Broker::start();
+    let port = broker.port;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), port, "merge", "", "");
+    let mut c = Client::connect_with(port, "merge", "merge-operator", false).await;
+    let pubc = Client::connect(port, "merge-unused", "merge-sensors").await;
+    let d = Daemon::start(&cfg, &[]);
+    assert!(
+        d.wait_log("tidewatch ready", Duration::from_secs(60)),
+        "{}",
+        d.log()
+    );
+    let all = ids("m", 30);
+    for (i, id) in all.iter().enumerate() {
+        let eq = format!("pump-{}", i % 5);
+        let body = alarm(
+            id,
+            &eq,
+            "SW-PRESS-LOW",
+            ["critical", "major", "minor", "warning"][i % 4],
+            "sea_water_cooling",
+            "sea water pressure low",
+        );
+        pubc.publish(&format!("merge/alarm/{eq}"), body).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (port, pdir) = broker.stop();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let _broker = Broker::start_on(port, pdir);
+    let want: HashSet<String> = all.into_iter().collect();
+    let seen = c
+        .count_diagnoses("merge", &want, Duration::from_secs(150))
+        .await;
+    let missing: Vec<&String> = want.iter().filter(|i| !seen.contains_key(*i)).collect();
+    assert!(
+        missing.is_empty(),
+        "{} of 30 answered; missing {missing:?}\n{}",
+        seen.len(),
+        d.log()
+    );
+    let thrice: Vec<(&String, &usize)> = seen.iter().filter(|(_, n)| **n > 2).collect();
+    assert!(thrice.is_empty(), "answered more than twice: {thrice:?}");
+}
+
+/// Issue I, from a code read: the answer cache was keyed by `alarm_id` alone,
+/// so a second sensor that also numbers its alarms 1, 2, 3, or a sensor that
+/// restarted its counter, got an old diagnosis (on the first sensor's topic)
+/// and its own alarm was acknowledged undiagnosed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reused_alarm_id_gets_its_own_diagnosis_on_its_own_topic() {
+    let _serial = common::serial();
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), broker.port, "reuse", FAST, "");
+    let mut c = Client::connect(broker.port, "reuse", "reuse-client").await;
+    let d = Daemon::start(&cfg, &[]);
+    assert!(
+        d.wait_log("tidewatch ready", Duration::from_secs(60)),
+        "{}",
+        d.log()
+    );
+    let first = c
+        .ask(
+            "reuse",
+            "1",
+            "ME1",
+            "ME-JCW-TEMP-HI",
+            "major",
+            "main_engine_cooling",
+            "JCW outlet temp high",
+        )
+        .await;
+    // Another sensor numbers its alarms from 1 too.
+    let other = c
+        .ask(
+            "reuse",
+            "1",
+            "BUOY-07",
+            "BAT-VOLT-LO",
+            "minor",
+            "battery",
+            "battery voltage low",
+        )
+        .await;
+    assert_eq!(other["code"], "BAT-VOLT-LO", "{other}");
+    assert_eq!(other["equipment"], "BUOY-07", "{other}");
+    // The first sensor restarted and numbers from 1 again: a new alarm.
+    let body = serde_json::json!({
+        "id": "1", "ts": "2026-11-30T09:00:00Z", "equipment": "ME1",
+        "code": "ME-JCW-TEMP-HI", "severity": "major", "kind": "main_engine_cooling",
+        "message": "JCW outlet temp high after restart", "value": 93.5,
+    });
+    c.publish("reuse/alarm/ME1", body.to_string()).await;
+    let again = c
+        .expect("reuse/diagnosis/ME1", Duration::from_secs(90), |v| {
+            v["alarm_id"] == "1"
+        })
+        .await;
+    assert_ne!(
+        again["ts"], first["ts"],
+        "the restarted sensor's alarm got the old diagnosis again: {again}"
+    );
+    assert_full_diagnosis_shape(&again);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_generation_then_restart_answers_every_alarm() {
     let _serial = common::serial();

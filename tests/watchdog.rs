@@ -251,3 +251,150 @@ fn runaway_generation_is_cut_off_at_its_budget() {
         "generated {n} tokens with a budget of 16: {d}"
     );
 }
+
+/// Issue I, seen from outside: after a slot restart, a later alarm for the
+/// same equipment and code (a new id) must get its own answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alarm_after_a_slot_restart_with_the_same_equipment_and_code_is_answered() {
+    let _serial = common::serial();
+    if !cfg!(feature = "fault-injection") {
+        panic!("build with --features fault-injection (deploy/test.sh does)");
+    }
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        broker.port,
+        "again",
+        "",
+        &fast_watchdog(3.0, 30.0, 5.0),
+    );
+    let mut c = Client::connect(broker.port, "again", "again-client").await;
+    let d = Daemon::start(&cfg, &[("TIDEWATCH_FAULT", "stall-after:4")]);
+    assert!(d.wait_log("tidewatch ready", T), "{}", d.log());
+    let first = c
+        .ask(
+            "again",
+            "r-1",
+            "DG1",
+            "DG-REV-PWR",
+            "critical",
+            "generator",
+            "DG1 reverse power trip",
+        )
+        .await;
+    assert_full_diagnosis_shape(&first);
+    assert!(d.log().contains("slot hung"), "{}", d.log());
+    c.publish(
+        "again/alarm/DG1",
+        alarm(
+            "r-2",
+            "DG1",
+            "DG-REV-PWR",
+            "critical",
+            "generator",
+            "DG1 reverse power trip again",
+        ),
+    )
+    .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+    loop {
+        match tokio::time::timeout_at(deadline, c.rx.recv()).await {
+            Ok(Some((t, p))) if t == "again/diagnosis/DG1" => {
+                let v: serde_json::Value = serde_json::from_slice(&p).unwrap();
+                if v["alarm_id"] == "r-2" {
+                    assert_full_diagnosis_shape(&v);
+                    break;
+                }
+            }
+            Ok(Some(_)) => {}
+            _ => panic!(
+                "the second DG1 alarm got no answer within 40 s\n{}",
+                d.log()
+            ),
+        }
+    }
+}
+
+/// Issue I, from a code read: SIGTERM during a decode exited with the slot
+/// thread still inside llama_decode (racing llama.cpp's teardown). The slot is
+/// now cancelled and joined first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_mid_generation_cancels_and_joins_the_slot_thread_before_exit() {
+    let _serial = common::serial();
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), broker.port, "term", "max_tokens = 400", "");
+    let c = Client::connect(broker.port, "term", "term-client").await;
+    let mut d = Daemon::start(&cfg, &[]);
+    assert!(d.wait_log("tidewatch ready", T), "{}", d.log());
+    c.publish(
+        "term/alarm/ME1",
+        alarm(
+            "t-1",
+            "ME1",
+            "ME-JCW-TEMP-HI",
+            "major",
+            "main_engine_cooling",
+            "JCW outlet temp high",
+        ),
+    )
+    .await;
+    assert!(d.wait_log("diagnosing", T), "{}", d.log());
+    std::thread::sleep(Duration::from_millis(400));
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    let status = d
+        .wait_exit(Duration::from_secs(20))
+        .expect("daemon did not exit on SIGTERM");
+    let log = d.log();
+    assert!(status.success(), "{status:?}\n{log}");
+    assert!(
+        !log.contains("diagnosed"),
+        "the generation finished before SIGTERM; nothing was cancelled:\n{log}"
+    );
+    assert!(
+        log.contains("slot stopped"),
+        "slot thread not joined:\n{log}"
+    );
+    let stopped = log.find("slot stopped").unwrap();
+    let shutting = log.find("shutting down").unwrap();
+    assert!(shutting < stopped, "{log}");
+}
+
+/// A slot thread wedged in native code cannot be joined: shutdown waits
+/// `hard_timeout_s` for it and no longer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_with_a_wedged_slot_thread_exits_after_the_hard_timeout() {
+    let _serial = common::serial();
+    if !cfg!(feature = "fault-injection") {
+        panic!("build with --features fault-injection (deploy/test.sh does)");
+    }
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        broker.port,
+        "wedged",
+        "",
+        &fast_watchdog(30.0, 60.0, 3.0),
+    );
+    let mut d = Daemon::start(&cfg, &[("TIDEWATCH_FAULT", "native-stall")]);
+    assert!(d.wait_log("native-stall", T), "{}", d.log());
+    assert!(d.wait_log("tidewatch ready", T), "{}", d.log());
+    let t = Instant::now();
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    let status = d
+        .wait_exit(Duration::from_secs(20))
+        .expect("daemon did not exit on SIGTERM");
+    let took = t.elapsed();
+    let log = d.log();
+    assert!(status.success(), "{status:?}\n{log}");
+    assert!(
+        log.contains("slot thread did not stop within watchdog.hard_timeout_s"),
+        "{log}"
+    );
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_secs(8),
+        "exit took {took:?} with hard_timeout_s = 3\n{log}"
+    );
+}

@@ -264,6 +264,7 @@ pub struct Slot {
     tx: mpsc::SyncSender<slot::SlotMsg>,
     pub progress: Arc<Progress>,
     counters: Arc<SlotCounters>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Slot {
@@ -274,7 +275,7 @@ impl Slot {
         settings: SlotSettings,
         counters: Arc<SlotCounters>,
     ) -> Result<Self, LlmError> {
-        let (tx, progress) = spawn_thread(id, model.clone(), settings.clone()).await?;
+        let (tx, progress, thread) = spawn_thread(id, model.clone(), settings.clone()).await?;
         Ok(Self {
             id,
             model,
@@ -282,6 +283,7 @@ impl Slot {
             tx,
             progress,
             counters,
+            thread: Some(thread),
         })
     }
 
@@ -366,9 +368,11 @@ impl Slot {
             "slot thread did not return from cancel; replacing it"
         );
         match spawn_thread(self.id, self.model.clone(), self.settings.clone()).await {
-            Ok((tx, progress)) => {
+            Ok((tx, progress, thread)) => {
                 self.tx = tx;
                 self.progress = progress;
+                // The old thread is abandoned, not joined: it may never return.
+                self.thread = Some(thread);
             }
             Err(e) => {
                 tracing::error!(slot = self.id, error = %e, "replacement slot failed to start")
@@ -377,16 +381,63 @@ impl Slot {
     }
 }
 
+impl Slot {
+    /// Stops the slot for good: cancels whatever it decodes (a job or the
+    /// warm-up), closes its channel and joins its thread, waiting at most
+    /// `hard`. Returns whether the thread ended.
+    pub async fn stop(self, hard: Duration) -> bool {
+        let Slot {
+            id,
+            tx,
+            progress,
+            thread,
+            ..
+        } = self;
+        progress.stop();
+        drop(tx);
+        let Some(thread) = thread else {
+            return true;
+        };
+        // A plain thread, not spawn_blocking: the runtime waits for its
+        // blocking tasks at exit, and a wedged slot would hold it forever.
+        let (tx, joined) = tokio::sync::oneshot::channel();
+        let _ = std::thread::Builder::new()
+            .name(format!("tidewatch-join-{id}"))
+            .spawn(move || {
+                let _ = tx.send(thread.join().is_ok());
+            });
+        match tokio::time::timeout(hard, joined).await {
+            Ok(_) => {
+                tracing::info!(slot = id, "slot stopped");
+                true
+            }
+            Err(_) => {
+                tracing::error!(
+                    slot = id,
+                    "slot thread did not stop within watchdog.hard_timeout_s; exiting without it"
+                );
+                false
+            }
+        }
+    }
+}
+
+type Spawned = (
+    mpsc::SyncSender<slot::SlotMsg>,
+    Arc<Progress>,
+    std::thread::JoinHandle<()>,
+);
+
 async fn spawn_thread(
     id: usize,
     model: Arc<LlamaModel>,
     settings: SlotSettings,
-) -> Result<(mpsc::SyncSender<slot::SlotMsg>, Arc<Progress>), LlmError> {
+) -> Result<Spawned, LlmError> {
     let progress = Arc::new(Progress::new());
     let (tx, rx) = mpsc::sync_channel(1);
     let (ready_tx, ready_rx) = mpsc::channel();
     let p = progress.clone();
-    std::thread::Builder::new()
+    let thread = std::thread::Builder::new()
         .name(format!("tidewatch-slot-{id}"))
         .spawn(move || slot::run(model, settings, p, rx, ready_tx, id))
         .map_err(|e| LlmError::Context(format!("cannot spawn slot thread: {e}")))?;
@@ -394,7 +445,7 @@ async fn spawn_thread(
         .await
         .map_err(|e| LlmError::Context(e.to_string()))?;
     match ready {
-        Ok(Ok(())) => Ok((tx, progress)),
+        Ok(Ok(())) => Ok((tx, progress, thread)),
         Ok(Err(e)) => Err(e),
         Err(_) => Err(LlmError::SlotGone(id)),
     }

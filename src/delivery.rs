@@ -1,0 +1,839 @@
+//! The delivery protocol as a pure state machine: which alarm receipts are
+//! new work and which join work already under way, when a stored diagnosis is
+//! handed to the MQTT client, which PUBACK delivers it, and when an alarm may
+//! be acknowledged to the broker: only after its diagnosis was delivered.
+//!
+//! No I/O, clocks or async here, the way rumqtt keeps `MqttState` apart from
+//! its event loop: the daemon feeds in what happened (alarm received,
+//! diagnosis stored, connected, disconnected, publish sent or dropped by the
+//! client, PUBACK, tick) and carries out the `Output`s (publish, ack).
+//!
+//! # Matching PUBACKs
+//! rumqttc assigns packet ids itself and only reports `Outgoing::Publish(pkid)`
+//! as it writes each QoS 1 publish, in the order the requests were queued.
+//! Diagnoses are tidewatch's only QoS 1 publishes, so the n-th publish handed
+//! to the client (its *ordinal*) is the n-th one the client sends or drops.
+//! The poller reports both; a PUBACK then names an ordinal, and the ordinal
+//! names the outbox entry. A copy queued just before a disconnect and sent
+//! after the reconnect still maps to its own entry, so a PUBACK is never
+//! credited to another diagnosis.
+//!
+//! # Acknowledging alarms
+//! An alarm's ack handle is only good on the connection it arrived on: after a
+//! reconnect the broker redelivers every unacknowledged alarm (same packet id
+//! on a resumed session), and an ack from the old connection could otherwise
+//! acknowledge whatever the broker numbered with that id since. So handles are
+//! dropped on disconnect and the redelivered copies bring fresh ones.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+/// What makes a redelivery a redelivery: the topic and the exact payload.
+/// A sensor that restarts its counter sends a new time and reading under an
+/// old id, and two sensors that both number 1, 2, 3 publish on different
+/// topics, so neither is taken for an alarm already answered.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Key(pub [u8; 16]);
+
+impl Key {
+    pub fn of(topic: &str, payload: &[u8]) -> Key {
+        use sha2::Digest;
+        let mut h = sha2::Sha256::new();
+        h.update((topic.len() as u64).to_le_bytes());
+        h.update(topic.as_bytes());
+        h.update(payload);
+        let d = h.finalize();
+        let mut k = [0u8; 16];
+        k.copy_from_slice(&d[..16]);
+        Key(k)
+    }
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for b in &self.0[..6] {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What the daemon must do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output<T> {
+    /// Acknowledge this alarm receipt to the broker.
+    Ack(T),
+    /// Hand outbox entry `seq` to the MQTT client as QoS 1, then report
+    /// `handed` (or `refused` if the client would not take it).
+    Publish(u64),
+    /// The broker has entry `seq`: record that in the outbox.
+    Delivered(u64),
+}
+
+/// What a receipt turned out to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Receipt {
+    /// New work: diagnose it, then report `stored`.
+    Diagnose,
+    /// A redelivery of an alarm still being diagnosed or delivered; it is
+    /// acknowledged with that one.
+    Joined,
+    /// A redelivery of an alarm whose diagnosis was delivered: acknowledged
+    /// now (see the outputs), not answered again.
+    Delivered,
+}
+
+/// Tunables. `window` diagnoses may await their PUBACK at once.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    pub window: usize,
+    /// A publish not acknowledged by then on a live connection is sent again.
+    pub puback_timeout_ms: u64,
+    /// Delivered alarms remembered, so their redeliveries are acked at once.
+    pub remembered: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            window: 8,
+            puback_timeout_ms: 20_000,
+            remembered: 4096,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Accepted<T> {
+    handles: Vec<T>,
+    /// The outbox entry holding its diagnosis, once stored.
+    entry: Option<u64>,
+}
+
+#[derive(Debug)]
+pub struct Delivery<T> {
+    settings: Settings,
+    connected: bool,
+    alarms: HashMap<Key, Accepted<T>>,
+    /// Stored, undelivered diagnoses and the alarm each answers.
+    entries: BTreeMap<u64, Key>,
+    /// Entries waiting to be (re)published, oldest first.
+    ready: BTreeSet<u64>,
+    /// Entries handed to the client, with when.
+    in_flight: BTreeMap<u64, u64>,
+    /// Ordinal of a publish handed to the client → its entry.
+    ords: HashMap<u64, u64>,
+    next_ord: u64,
+    /// Ordinals the client has sent or dropped so far.
+    taken: u64,
+    /// Packet id of a publish sent on this connection → its ordinal.
+    pkids: HashMap<u16, u64>,
+    delivered: HashSet<Key>,
+    delivered_order: VecDeque<Key>,
+}
+
+impl<T> Delivery<T> {
+    pub fn new(settings: Settings) -> Self {
+        Self {
+            settings,
+            connected: false,
+            alarms: HashMap::new(),
+            entries: BTreeMap::new(),
+            ready: BTreeSet::new(),
+            in_flight: BTreeMap::new(),
+            ords: HashMap::new(),
+            next_ord: 0,
+            taken: 0,
+            pkids: HashMap::new(),
+            delivered: HashSet::new(),
+            delivered_order: VecDeque::new(),
+        }
+    }
+
+    /// Seeds the machine with what the outbox kept across a restart:
+    /// undelivered entries (published once connected, and joined by their
+    /// alarms' redeliveries) and the alarms already delivered.
+    pub fn restore(
+        &mut self,
+        pending: impl IntoIterator<Item = (u64, Key)>,
+        delivered: impl IntoIterator<Item = Key>,
+    ) {
+        for k in delivered {
+            self.remember(k);
+        }
+        for (seq, key) in pending {
+            self.alarms.insert(
+                key,
+                Accepted {
+                    handles: Vec::new(),
+                    entry: Some(seq),
+                },
+            );
+            self.entries.insert(seq, key);
+            self.ready.insert(seq);
+        }
+    }
+
+    pub fn is_connected(&self) -> bool {
+        self.connected
+    }
+
+    /// Alarms accepted and not yet delivered.
+    pub fn open_alarms(&self) -> usize {
+        self.alarms.len()
+    }
+
+    /// Diagnoses stored and not yet delivered.
+    pub fn undelivered(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_delivered(&self, key: &Key) -> bool {
+        self.delivered.contains(key)
+    }
+
+    /// A valid alarm arrived with ack handle `handle`.
+    pub fn received(&mut self, key: Key, handle: T) -> (Receipt, Vec<Output<T>>) {
+        if self.delivered.contains(&key) {
+            return (Receipt::Delivered, vec![Output::Ack(handle)]);
+        }
+        if let Some(a) = self.alarms.get_mut(&key) {
+            a.handles.push(handle);
+            return (Receipt::Joined, Vec::new());
+        }
+        self.alarms.insert(
+            key,
+            Accepted {
+                handles: vec![handle],
+                entry: None,
+            },
+        );
+        (Receipt::Diagnose, Vec::new())
+    }
+
+    /// The diagnosis for `key` is in the outbox as entry `seq`.
+    pub fn stored(&mut self, key: Key, seq: u64, now_ms: u64) -> Vec<Output<T>> {
+        let a = self.alarms.entry(key).or_insert_with(|| Accepted {
+            handles: Vec::new(),
+            entry: None,
+        });
+        if let Some(old) = a.entry.replace(seq) {
+            // Answered twice (cannot happen through `received`): deliver
+            // the newer one only.
+            self.entries.remove(&old);
+            self.ready.remove(&old);
+            self.in_flight.remove(&old);
+        }
+        self.entries.insert(seq, key);
+        self.ready.insert(seq);
+        self.pump(now_ms)
+    }
+
+    /// An alarm that will not be answered (a shutdown dropped its job): forget
+    /// it, unacknowledged, so its redelivery is new work.
+    pub fn abandoned(&mut self, key: &Key) {
+        if self.alarms.get(key).is_some_and(|a| a.entry.is_none()) {
+            self.alarms.remove(key);
+        }
+    }
+
+    pub fn connected(&mut self, now_ms: u64) -> Vec<Output<T>> {
+        self.connected = true;
+        self.pump(now_ms)
+    }
+
+    /// The connection is gone. `dropped` is how many QoS 1 publishes the
+    /// client discarded without sending (see the module doc).
+    pub fn disconnected(&mut self, dropped: u64) {
+        self.connected = false;
+        self.taken += dropped;
+        self.pkids.clear();
+        // Ordinals already sent or dropped can no longer be acknowledged;
+        // later ones are still queued in the client and may go out after
+        // the reconnect.
+        let taken = self.taken;
+        self.ords.retain(|ord, _| *ord >= taken);
+        let back: Vec<u64> = std::mem::take(&mut self.in_flight).into_keys().collect();
+        self.ready.extend(back);
+        for a in self.alarms.values_mut() {
+            a.handles.clear();
+        }
+    }
+
+    /// The client took publish `seq` (see `Output::Publish`).
+    pub fn handed(&mut self, seq: u64) {
+        self.ords.insert(self.next_ord, seq);
+        self.next_ord += 1;
+    }
+
+    /// The client would not take publish `seq` (its queue was full or
+    /// closed); it is offered again on the next tick.
+    pub fn refused(&mut self, seq: u64) {
+        if self.in_flight.remove(&seq).is_some() && self.entries.contains_key(&seq) {
+            self.ready.insert(seq);
+        }
+    }
+
+    /// The client sent a QoS 1 publish with packet id `pkid`.
+    pub fn sent(&mut self, pkid: u16) {
+        let ord = self.taken;
+        self.taken += 1;
+        if self.ords.contains_key(&ord) {
+            self.pkids.insert(pkid, ord);
+        }
+    }
+
+    /// The broker acknowledged packet id `pkid`.
+    pub fn puback(&mut self, pkid: u16, now_ms: u64) -> Vec<Output<T>> {
+        let Some(ord) = self.pkids.remove(&pkid) else {
+            return Vec::new();
+        };
+        let Some(seq) = self.ords.remove(&ord) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        if let Some(key) = self.entries.remove(&seq) {
+            self.ready.remove(&seq);
+            self.in_flight.remove(&seq);
+            out.push(Output::Delivered(seq));
+            if let Some(a) = self.alarms.remove(&key) {
+                out.extend(a.handles.into_iter().map(Output::Ack));
+            }
+            self.remember(key);
+        }
+        out.extend(self.pump(now_ms));
+        out
+    }
+
+    /// Time passes: publishes that got no PUBACK in time go out again.
+    pub fn tick(&mut self, now_ms: u64) -> Vec<Output<T>> {
+        if self.connected {
+            let late: Vec<u64> = self
+                .in_flight
+                .iter()
+                .filter(|(_, since)| {
+                    now_ms.saturating_sub(**since) >= self.settings.puback_timeout_ms
+                })
+                .map(|(seq, _)| *seq)
+                .collect();
+            for seq in late {
+                self.in_flight.remove(&seq);
+                self.ready.insert(seq);
+            }
+        }
+        self.pump(now_ms)
+    }
+
+    fn remember(&mut self, key: Key) {
+        if self.delivered.insert(key) {
+            self.delivered_order.push_back(key);
+        }
+        while self.delivered_order.len() > self.settings.remembered {
+            if let Some(old) = self.delivered_order.pop_front() {
+                self.delivered.remove(&old);
+            }
+        }
+    }
+
+    fn pump(&mut self, now_ms: u64) -> Vec<Output<T>> {
+        let mut out = Vec::new();
+        while self.connected && self.in_flight.len() < self.settings.window {
+            let Some(seq) = self.ready.pop_first() else {
+                break;
+            };
+            self.in_flight.insert(seq, now_ms);
+            out.push(Output::Publish(seq));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn k(i: u8) -> Key {
+        Key([i; 16])
+    }
+
+    fn sm() -> Delivery<&'static str> {
+        Delivery::new(Settings {
+            window: 2,
+            puback_timeout_ms: 1_000,
+            remembered: 4,
+        })
+    }
+
+    /// Carries out publishes the way the daemon does when the client takes them.
+    fn hand(d: &mut Delivery<&'static str>, out: &[Output<&'static str>]) -> Vec<u64> {
+        let mut seqs = Vec::new();
+        for o in out {
+            if let Output::Publish(s) = o {
+                d.handed(*s);
+                seqs.push(*s);
+            }
+        }
+        seqs
+    }
+
+    fn acks(out: &[Output<&'static str>]) -> Vec<&'static str> {
+        out.iter()
+            .filter_map(|o| match o {
+                Output::Ack(h) => Some(*h),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_alarm_is_acknowledged_only_after_the_broker_acknowledged_its_diagnosis() {
+        let mut d = sm();
+        d.connected(0);
+        assert_eq!(d.received(k(1), "h1"), (Receipt::Diagnose, vec![]));
+        let out = d.stored(k(1), 7, 0);
+        assert_eq!(out, vec![Output::Publish(7)]);
+        hand(&mut d, &out);
+        d.sent(41);
+        assert!(
+            d.puback(99, 0).is_empty(),
+            "an unknown PUBACK delivers nothing"
+        );
+        let out = d.puback(41, 0);
+        assert_eq!(out, vec![Output::Delivered(7), Output::Ack("h1")]);
+        assert_eq!(d.open_alarms(), 0);
+    }
+
+    #[test]
+    fn a_redelivery_while_the_alarm_is_diagnosed_joins_it_and_is_acked_with_it() {
+        let mut d = sm();
+        d.connected(0);
+        d.received(k(1), "first");
+        assert_eq!(d.received(k(1), "again").0, Receipt::Joined);
+        let out = d.stored(k(1), 1, 0);
+        hand(&mut d, &out);
+        d.sent(1);
+        assert_eq!(acks(&d.puback(1, 0)), vec!["first", "again"]);
+    }
+
+    #[test]
+    fn a_redelivery_of_a_delivered_alarm_is_acked_at_once_and_not_answered_again() {
+        let mut d = sm();
+        d.connected(0);
+        d.received(k(1), "h");
+        let out = d.stored(k(1), 1, 0);
+        hand(&mut d, &out);
+        d.sent(1);
+        d.puback(1, 0);
+        let (r, out) = d.received(k(1), "redelivered");
+        assert_eq!(r, Receipt::Delivered);
+        assert_eq!(out, vec![Output::Ack("redelivered")]);
+    }
+
+    #[test]
+    fn a_reused_id_with_a_new_reading_or_on_another_topic_is_new_work() {
+        let a = br#"{"id":"1","ts":"2026-11-30T00:00:00Z","value":3}"#;
+        let b = br#"{"id":"1","ts":"2026-11-30T01:00:00Z","value":4}"#;
+        assert_eq!(Key::of("tw/alarm/P1", a), Key::of("tw/alarm/P1", a));
+        assert_ne!(Key::of("tw/alarm/P1", a), Key::of("tw/alarm/P1", b));
+        assert_ne!(Key::of("tw/alarm/P1", a), Key::of("tw/alarm/P2", a));
+        // The topic length is hashed too, so moving bytes across the border
+        // between topic and payload does not give the same key.
+        assert_ne!(Key::of("tw/a", b"b{}"), Key::of("tw/ab", b"{}"));
+        let mut d = sm();
+        d.connected(0);
+        d.received(Key::of("tw/alarm/P1", a), "a");
+        let out = d.stored(Key::of("tw/alarm/P1", a), 1, 0);
+        hand(&mut d, &out);
+        d.sent(1);
+        d.puback(1, 0);
+        assert_eq!(
+            d.received(Key::of("tw/alarm/P1", b), "b").0,
+            Receipt::Diagnose
+        );
+        assert_eq!(
+            d.received(Key::of("tw/alarm/P2", a), "c").0,
+            Receipt::Diagnose
+        );
+    }
+
+    #[test]
+    fn ack_handles_from_a_lost_connection_are_never_used() {
+        let mut d = sm();
+        d.connected(0);
+        d.received(k(1), "old-connection");
+        d.disconnected(0);
+        d.connected(0);
+        // The broker redelivers on the resumed session.
+        assert_eq!(d.received(k(1), "new-connection").0, Receipt::Joined);
+        let out = d.stored(k(1), 1, 0);
+        hand(&mut d, &out);
+        d.sent(5);
+        assert_eq!(acks(&d.puback(5, 0)), vec!["new-connection"]);
+    }
+
+    #[test]
+    fn nothing_is_published_while_disconnected_and_everything_after_connecting() {
+        let mut d = sm();
+        d.received(k(1), "a");
+        assert!(d.stored(k(1), 1, 0).is_empty());
+        assert_eq!(d.connected(0), vec![Output::Publish(1)]);
+    }
+
+    #[test]
+    fn a_publish_lost_with_the_connection_goes_out_again_after_the_reconnect() {
+        let mut d = sm();
+        d.connected(0);
+        d.received(k(1), "a");
+        let out = d.stored(k(1), 1, 0);
+        hand(&mut d, &out);
+        d.sent(3);
+        d.disconnected(0);
+        assert!(
+            d.puback(3, 0).is_empty(),
+            "PUBACKs do not cross connections"
+        );
+        let out = d.connected(0);
+        assert_eq!(out, vec![Output::Publish(1)]);
+    }
+
+    #[test]
+    fn a_copy_queued_before_a_disconnect_and_sent_after_it_is_credited_to_its_own_entry() {
+        let mut d = sm();
+        d.connected(0);
+        for i in 1..=2 {
+            d.received(k(i), "h");
+        }
+        // Entry 1 is handed to the client; the client has already dropped its
+        // queue for the broken connection, so this copy stays queued (late).
+        let out = d.stored(k(1), 1, 0);
+        hand(&mut d, &out);
+        d.disconnected(0);
+        d.received(k(1), "h1");
+        d.received(k(2), "h2");
+        let out = d.connected(0);
+        assert_eq!(out, vec![Output::Publish(1)]);
+        hand(&mut d, &out);
+        let out = d.stored(k(2), 2, 0);
+        assert_eq!(out, vec![Output::Publish(2)]);
+        hand(&mut d, &out);
+        // The client sends: the late copy of 1, then 1 again, then 2.
+        d.sent(10);
+        d.sent(11);
+        d.sent(12);
+        // The late copy's PUBACK delivers entry 1 and only entry 1.
+        let out = d.puback(10, 0);
+        assert_eq!(out, vec![Output::Delivered(1), Output::Ack("h1")]);
+        assert!(
+            d.puback(11, 0).is_empty(),
+            "second copy of 1: already delivered"
+        );
+        assert_eq!(acks(&d.puback(12, 0)), vec!["h2"]);
+    }
+
+    #[test]
+    fn publishes_the_client_dropped_unsent_are_counted_so_later_pubacks_still_match() {
+        let mut d = sm();
+        d.connected(0);
+        d.received(k(1), "a");
+        d.received(k(2), "b");
+        let mut out = d.stored(k(1), 1, 0);
+        out.extend(d.stored(k(2), 2, 0));
+        hand(&mut d, &out);
+        // Both were dropped unsent with the connection.
+        d.disconnected(2);
+        d.received(k(1), "a2");
+        d.received(k(2), "b2");
+        let out = d.connected(0);
+        assert_eq!(out, vec![Output::Publish(1), Output::Publish(2)]);
+        hand(&mut d, &out);
+        d.sent(1);
+        d.sent(2);
+        assert_eq!(acks(&d.puback(2, 0)), vec!["b2"]);
+        assert_eq!(acks(&d.puback(1, 0)), vec!["a2"]);
+    }
+
+    #[test]
+    fn a_publish_without_a_puback_is_sent_again_after_the_timeout() {
+        let mut d = sm();
+        d.connected(0);
+        d.received(k(1), "a");
+        let out = d.stored(k(1), 1, 0);
+        hand(&mut d, &out);
+        d.sent(1);
+        assert!(d.tick(999).is_empty());
+        let out = d.tick(1_000);
+        assert_eq!(out, vec![Output::Publish(1)]);
+        hand(&mut d, &out);
+        d.sent(2);
+        // Either copy's PUBACK delivers it.
+        assert_eq!(acks(&d.puback(1, 1_001)), vec!["a"]);
+        assert!(d.puback(2, 1_002).is_empty());
+    }
+
+    #[test]
+    fn a_publish_the_client_refused_is_offered_again_on_the_next_tick() {
+        let mut d = sm();
+        d.connected(0);
+        d.received(k(1), "a");
+        assert_eq!(d.stored(k(1), 1, 0), vec![Output::Publish(1)]);
+        d.refused(1);
+        assert_eq!(d.tick(10), vec![Output::Publish(1)]);
+    }
+
+    #[test]
+    fn the_window_bounds_publishes_awaiting_a_puback() {
+        let mut d = sm();
+        d.connected(0);
+        let mut published = Vec::new();
+        for i in 1..=4u8 {
+            d.received(k(i), "h");
+            let out = d.stored(k(i), u64::from(i), 0);
+            published.extend(hand(&mut d, &out));
+        }
+        assert_eq!(published, vec![1, 2], "window is 2");
+        d.sent(1);
+        let out = d.puback(1, 0);
+        assert_eq!(hand(&mut d, &out), vec![3]);
+    }
+
+    #[test]
+    fn entries_restored_from_the_outbox_are_published_and_joined_by_redeliveries() {
+        let mut d = sm();
+        d.restore([(5, k(1))], [k(2)]);
+        let out = d.connected(0);
+        assert_eq!(out, vec![Output::Publish(5)]);
+        hand(&mut d, &out);
+        assert_eq!(d.received(k(1), "r1").0, Receipt::Joined);
+        assert_eq!(d.received(k(2), "r2").1, vec![Output::Ack("r2")]);
+        d.sent(1);
+        assert_eq!(acks(&d.puback(1, 0)), vec!["r1"]);
+    }
+
+    #[test]
+    fn delivered_alarms_are_remembered_up_to_the_bound() {
+        let mut d = sm();
+        d.restore([], (0..10).map(k));
+        assert!(!d.is_delivered(&k(5)));
+        assert!(d.is_delivered(&k(6)) && d.is_delivered(&k(9)));
+    }
+
+    #[test]
+    fn an_abandoned_alarm_is_new_work_when_redelivered() {
+        let mut d = sm();
+        d.received(k(1), "a");
+        d.abandoned(&k(1));
+        assert_eq!(d.received(k(1), "b").0, Receipt::Diagnose);
+    }
+
+    /// For any interleaving of receipts, redeliveries, finished diagnoses,
+    /// client sends and drops, PUBACKs, disconnects, reconnects and ticks:
+    /// no alarm is acknowledged before the broker has its diagnosis, no ack
+    /// uses a handle from a lost connection, and once the chaos stops every
+    /// accepted alarm is acknowledged.
+    #[test]
+    fn every_interleaving_acks_each_alarm_after_its_delivery_and_never_before() {
+        use rand::{Rng, SeedableRng};
+
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        struct Handle {
+            alarm: u8,
+            conn: u32,
+        }
+
+        struct World {
+            d: Delivery<Handle>,
+            conn: u32,
+            up: bool,
+            /// Requests queued in the client: entry seq.
+            queue: VecDeque<u64>,
+            /// Sent on this connection, not yet acknowledged: (pkid, seq).
+            wire: Vec<(u16, u64)>,
+            next_pkid: u16,
+            /// Entries the broker has received.
+            broker_has: HashSet<u64>,
+            /// Entry seq → alarm.
+            answers: HashMap<u64, u8>,
+            /// Alarms the broker still waits an ack for.
+            unacked: BTreeSet<u8>,
+            /// Alarms accepted for diagnosis and not yet stored.
+            diagnosing: Vec<u8>,
+            next_seq: u64,
+            now: u64,
+        }
+
+        impl World {
+            fn run(&mut self, out: Vec<Output<Handle>>, rng: &mut impl Rng) {
+                for o in out {
+                    match o {
+                        Output::Publish(seq) => {
+                            if rng.gen_bool(0.05) {
+                                self.d.refused(seq);
+                            } else {
+                                self.queue.push_back(seq);
+                                self.d.handed(seq);
+                            }
+                        }
+                        Output::Ack(h) => {
+                            assert_eq!(
+                                h.conn, self.conn,
+                                "ack with a handle from a lost connection"
+                            );
+                            assert!(self.up, "ack while disconnected");
+                            let delivered = self
+                                .answers
+                                .iter()
+                                .any(|(s, a)| *a == h.alarm && self.broker_has.contains(s));
+                            assert!(
+                                delivered,
+                                "alarm {} acked before its diagnosis reached the broker",
+                                h.alarm
+                            );
+                            self.unacked.remove(&h.alarm);
+                        }
+                        Output::Delivered(seq) => {
+                            assert!(
+                                self.broker_has.contains(&seq),
+                                "entry {seq} marked delivered but never received"
+                            );
+                        }
+                    }
+                }
+            }
+
+            fn receive(&mut self, alarm: u8, rng: &mut impl Rng) {
+                let h = Handle {
+                    alarm,
+                    conn: self.conn,
+                };
+                let (r, out) = self.d.received(k(alarm), h);
+                if r == Receipt::Diagnose {
+                    self.diagnosing.push(alarm);
+                }
+                self.run(out, rng);
+            }
+
+            fn send_one(&mut self) {
+                if let Some(seq) = self.queue.pop_front() {
+                    self.next_pkid = self.next_pkid % 32 + 1;
+                    self.d.sent(self.next_pkid);
+                    self.wire.push((self.next_pkid, seq));
+                }
+            }
+
+            fn connect(&mut self, rng: &mut impl Rng) {
+                self.up = true;
+                self.conn += 1;
+                let out = self.d.connected(self.now);
+                self.run(out, rng);
+                // A resumed session redelivers every unacknowledged alarm.
+                for a in self.unacked.clone() {
+                    self.receive(a, rng);
+                }
+            }
+        }
+
+        for seed in 0..1500u64 {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let mut w = World {
+                d: Delivery::new(Settings {
+                    window: rng.gen_range(1..4),
+                    puback_timeout_ms: 50,
+                    remembered: 64,
+                }),
+                conn: 0,
+                up: false,
+                queue: VecDeque::new(),
+                wire: Vec::new(),
+                next_pkid: 0,
+                broker_has: HashSet::new(),
+                answers: HashMap::new(),
+                unacked: BTreeSet::new(),
+                diagnosing: Vec::new(),
+                next_seq: 1,
+                now: 0,
+            };
+            w.connect(&mut rng);
+            let mut next_alarm = 0u8;
+            for _ in 0..rng.gen_range(20..200) {
+                w.now += rng.gen_range(0..20);
+                match rng.gen_range(0..10) {
+                    0 | 1 if w.up && next_alarm < 40 => {
+                        w.unacked.insert(next_alarm);
+                        w.receive(next_alarm, &mut rng);
+                        next_alarm += 1;
+                    }
+                    2 if !w.diagnosing.is_empty() => {
+                        let i = rng.gen_range(0..w.diagnosing.len());
+                        let a = w.diagnosing.swap_remove(i);
+                        let seq = w.next_seq;
+                        w.next_seq += 1;
+                        w.answers.insert(seq, a);
+                        let out = w.d.stored(k(a), seq, w.now);
+                        w.run(out, &mut rng);
+                    }
+                    3 | 4 if w.up => w.send_one(),
+                    5 | 6 if w.up && !w.wire.is_empty() => {
+                        let i = rng.gen_range(0..w.wire.len());
+                        let (pkid, seq) = w.wire.remove(i);
+                        // The publish reached the broker, which acks it.
+                        w.broker_has.insert(seq);
+                        let out = w.d.puback(pkid, w.now);
+                        w.run(out, &mut rng);
+                    }
+                    7 if w.up => {
+                        // The connection breaks: some sent publishes reached
+                        // the broker, their PUBACKs did not; the client drops
+                        // a prefix of its queue, the rest is sent later.
+                        for (_, seq) in std::mem::take(&mut w.wire) {
+                            if rng.gen_bool(0.5) {
+                                w.broker_has.insert(seq);
+                            }
+                        }
+                        let n = rng.gen_range(0..=w.queue.len());
+                        w.queue.drain(..n);
+                        w.up = false;
+                        w.d.disconnected(n as u64);
+                    }
+                    8 if !w.up => w.connect(&mut rng),
+                    _ => {
+                        let out = w.d.tick(w.now);
+                        w.run(out, &mut rng);
+                    }
+                }
+            }
+            // The chaos stops: connected, every diagnosis finishes, the
+            // client sends and the broker acks everything.
+            if !w.up {
+                w.connect(&mut rng);
+            }
+            for _ in 0..10_000 {
+                if w.unacked.is_empty() {
+                    break;
+                }
+                w.now += 10;
+                if let Some(a) = w.diagnosing.pop() {
+                    let seq = w.next_seq;
+                    w.next_seq += 1;
+                    w.answers.insert(seq, a);
+                    let out = w.d.stored(k(a), seq, w.now);
+                    w.run(out, &mut rng);
+                }
+                w.send_one();
+                if let Some((pkid, seq)) = w.wire.pop() {
+                    w.broker_has.insert(seq);
+                    let out = w.d.puback(pkid, w.now);
+                    w.run(out, &mut rng);
+                }
+                let out = w.d.tick(w.now);
+                w.run(out, &mut rng);
+            }
+            assert!(
+                w.unacked.is_empty(),
+                "seed {seed}: alarms never acknowledged: {:?}",
+                w.unacked
+            );
+            assert_eq!(w.d.open_alarms(), 0, "seed {seed}");
+        }
+    }
+}
