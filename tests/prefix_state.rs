@@ -1,8 +1,9 @@
 //! Issue D: the static prompt prefix (template + system prompt + the user
 //! turn's fixed head) is decoded once, saved in `state_dir/kv` keyed by the
-//! model file and the prompt, and restored by the next process, which then
-//! reads only the alarm-specific part of its prompt. A damaged state file is
-//! detected, removed and recomputed.
+//! model file, the llama.cpp build, the context settings and the prompt, and
+//! restored by the next process, which then reads only the alarm-specific
+//! part of its prompt. A damaged state file is detected, removed and
+//! recomputed; so is a state of other context settings (issue I).
 
 mod common;
 
@@ -102,4 +103,18 @@ fn prefix_state_is_saved_restored_and_recomputed_when_damaged() {
     .unwrap();
     let _ = diagnose(dir.path(), &cfg, &a);
     assert_eq!(states(dir.path()), saved, "stale state files are removed");
+
+    // Issue I: another `[llm] ctx` sizes the context the state would be read
+    // into, so the state is computed again under a new name, not restored.
+    let cfg = config(dir.path(), free_port(), "kv", "ctx = 4096", "");
+    let (d5, log5) = diagnose(dir.path(), &cfg, &a);
+    assert_full_diagnosis_shape(&d5);
+    assert!(!log5.contains("prompt prefix restored"), "{log5}");
+    assert!(log5.contains("prompt prefix computed and saved"), "{log5}");
+    let resaved = states(dir.path());
+    assert_eq!(resaved.len(), 1, "one state file expected: {resaved:?}");
+    assert_ne!(
+        resaved, saved,
+        "a state of ctx 2048 kept its name at ctx 4096"
+    );
 }

@@ -228,13 +228,58 @@ fn file_key(path: &Path, len: u64) -> std::io::Result<String> {
 }
 
 fn llama_cpp_info() -> String {
-    // SAFETY: returns a static NUL-terminated string owned by llama.cpp.
-    let p = unsafe { llama_cpp_sys_2::llama_print_system_info() };
-    if p.is_null() {
-        return String::new();
-    }
-    let s = unsafe { std::ffi::CStr::from_ptr(p) };
-    s.to_string_lossy().trim().to_string()
+    system_info().to_string()
+}
+
+/// `llama_print_system_info` rebuilds one static string on every call, so
+/// slots starting together must not call it each; read it once.
+fn system_info() -> &'static str {
+    static INFO: OnceLock<String> = OnceLock::new();
+    INFO.get_or_init(|| {
+        // SAFETY: returns a static NUL-terminated string owned by llama.cpp,
+        // copied out before anything else can call it (the OnceLock).
+        let p = unsafe { llama_cpp_sys_2::llama_print_system_info() };
+        if p.is_null() {
+            return String::new();
+        }
+        let s = unsafe { std::ffi::CStr::from_ptr(p) };
+        s.to_string_lossy().trim().to_string()
+    })
+}
+
+/// The llama-cpp-sys-2 release Cargo.toml pins with `=`: it fixes the
+/// bundled llama.cpp sources. Not readable from the dependency at build time;
+/// `llama_cpp_sys_pin_matches_cargo_toml` keeps the two together.
+const LLAMA_CPP_SYS: &str = "0.1.160";
+
+/// Identifies the linked llama.cpp for saved prompt-prefix states, whose
+/// layout only that build promises to read back. The crate release names
+/// the sources (the bundled tree has no git commit: ggml reports "unknown");
+/// ggml's version and the system info add what the build compiled in.
+pub fn llama_cpp_build() -> &'static str {
+    static BUILD: OnceLock<String> = OnceLock::new();
+    BUILD.get_or_init(|| {
+        let c = |p: *const std::ffi::c_char| {
+            if p.is_null() {
+                return String::new();
+            }
+            // SAFETY: ggml returns static NUL-terminated strings.
+            unsafe { std::ffi::CStr::from_ptr(p) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        // SAFETY: both return pointers to static strings, no arguments.
+        let (version, commit) = unsafe {
+            (
+                c(llama_cpp_sys_2::ggml_version()),
+                c(llama_cpp_sys_2::ggml_commit()),
+            )
+        };
+        format!(
+            "llama-cpp-sys-2 {LLAMA_CPP_SYS}; ggml {version} {commit}; {}",
+            system_info()
+        )
+    })
 }
 
 /// Counters the slots share with the status reporter.
@@ -448,5 +493,29 @@ async fn spawn_thread(
         Ok(Ok(())) => Ok((tx, progress, thread)),
         Ok(Err(e)) => Err(e),
         Err(_) => Err(LlmError::SlotGone(id)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn llama_cpp_sys_pin_matches_cargo_toml() {
+        let pin = format!("llama-cpp-sys-2 = {{ version = \"={LLAMA_CPP_SYS}\"");
+        assert!(
+            include_str!("../../Cargo.toml").contains(&pin),
+            "Cargo.toml does not pin {pin}: update LLAMA_CPP_SYS with the dependency"
+        );
+    }
+
+    #[test]
+    fn llama_cpp_build_names_the_crate_release() {
+        let _ = backend();
+        let b = llama_cpp_build();
+        assert!(
+            b.starts_with(&format!("llama-cpp-sys-2 {LLAMA_CPP_SYS}; ggml ")),
+            "{b}"
+        );
     }
 }

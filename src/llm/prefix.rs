@@ -1,11 +1,13 @@
 //! Saved prompt-prefix states: what a slot restores at start instead of
 //! reading the static prefix again (about 200 tokens, ~10 s on the board).
 //!
-//! Owns the file naming (keyed by the model file and a hash of the prefix
-//! tokens), the checksummed container around llama.cpp's sequence state, and
-//! the removal of stale states. llama.cpp aborts the process on a truncated
-//! state (`GGML_ASSERT(nread <= state_size)`), so nothing reaches it unless
-//! the length and CRC check out. Pure bytes; the slot does the llama.cpp calls.
+//! Owns the file naming (keyed by the model file, the llama.cpp build, the
+//! context shape and a hash of the prefix tokens), the checksummed container
+//! around llama.cpp's sequence state, and the removal of stale states.
+//! llama.cpp aborts the process on a state it cannot read (`GGML_ASSERT`s in
+//! its state loading), which under systemd is a crash loop, so nothing
+//! reaches it unless the length, the CRC and the key in the header check out.
+//! Pure bytes; the slot does the llama.cpp calls.
 
 use std::path::{Path, PathBuf};
 
@@ -17,22 +19,79 @@ pub struct PrefixSpec {
     pub text: String,
     /// `state_dir/kv`; None computes the prefix at start without saving it.
     pub dir: Option<PathBuf>,
-    /// Identifies the model file and this build (see `ModelInfo::key`).
+    /// Identifies the model file and the tidewatch release (see
+    /// `ModelInfo::key`); `StateKey` adds llama.cpp and the context shape.
     pub model_key: String,
 }
 
-impl PrefixSpec {
-    /// `prefix-{model}-{prompt}.kv`: a new model file or a changed prompt or
-    /// template gives a new name, so a stale state is never loaded.
+/// The context settings a saved sequence state depends on: the context it
+/// is read back into is sized by them. Threads are left out: they change the
+/// speed, not the state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateShape {
+    pub n_ctx: u32,
+    pub n_batch: u32,
+    pub n_ubatch: u32,
+}
+
+impl std::fmt::Display for StateShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "n_ctx {}, n_batch {}, n_ubatch {}",
+            self.n_ctx, self.n_batch, self.n_ubatch
+        )
+    }
+}
+
+/// What a saved state must match, besides its tokens, to be handed to
+/// llama.cpp: the model file, the llama.cpp build and the context shape.
+/// The KV cache types are not set by tidewatch, so they are llama.cpp's
+/// defaults and the build covers them; a knob for them must join `shape`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateKey {
+    /// Kept readable in file names so states group by model in `state_dir`.
+    model: String,
+    /// Stored in plain in the header, so a refusal can say which value moved.
+    shape: StateShape,
+    /// SHA-256 of the model key, the llama.cpp build and the shape.
+    digest: [u8; 32],
+}
+
+impl StateKey {
+    /// `model_key` is `ModelInfo::key`; `llama_build` is
+    /// `llm::llama_cpp_build()` in the daemon, any string in tests.
+    pub fn new(model_key: &str, llama_build: &str, shape: StateShape) -> Self {
+        use sha2::Digest;
+        let mut h = sha2::Sha256::new();
+        // Length prefixes: without them ("ab", "c") and ("a", "bc") collide.
+        for part in [model_key, llama_build] {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part.as_bytes());
+        }
+        for n in [shape.n_ctx, shape.n_batch, shape.n_ubatch] {
+            h.update(n.to_le_bytes());
+        }
+        Self {
+            model: model_key.to_string(),
+            shape,
+            digest: h.finalize().into(),
+        }
+    }
+
+    /// `prefix-{model}-{key and prompt}.kv`: a new model file, llama.cpp
+    /// build, context shape, prompt or template gives a new name, so a state
+    /// that llama.cpp could abort on is never even opened.
     pub fn file_name(&self, tokens: &[LlamaToken]) -> String {
         use sha2::Digest;
         let mut h = sha2::Sha256::new();
+        h.update(self.digest);
         for t in tokens {
             h.update(t.0.to_le_bytes());
         }
-        let prompt = h.finalize();
-        let hex: String = prompt[..8].iter().map(|b| format!("{b:02x}")).collect();
-        let model = &self.model_key[..16.min(self.model_key.len())];
+        let hash = h.finalize();
+        let hex: String = hash[..8].iter().map(|b| format!("{b:02x}")).collect();
+        let model = &self.model[..16.min(self.model.len())];
         format!("prefix-{model}-{hex}.kv")
     }
 }
@@ -41,58 +100,85 @@ impl PrefixSpec {
 pub enum PrefixFileError {
     #[error("not a tidewatch prefix state (bad magic)")]
     Magic,
-    #[error("prefix state format {0} is not supported")]
+    #[error("prefix state format {0} is not supported (this build reads {VERSION})")]
     Version(u32),
     #[error("prefix state is truncated: {have} of {need} bytes")]
     Truncated { have: usize, need: usize },
     #[error("prefix state checksum mismatch")]
     Checksum,
+    #[error("prefix state was saved for {saved}, this context has {want}")]
+    Shape { saved: StateShape, want: StateShape },
+    #[error("prefix state was saved for another model file or llama.cpp build")]
+    Origin,
 }
 
 const MAGIC: &[u8; 4] = b"TWKV";
-const VERSION: u32 = 1;
-const HEADER: usize = 4 + 4 + 4 + 8 + 4;
+/// 2: the header carries the context shape and the key digest. Format 1 had
+/// neither, so it is refused: nothing in it says it fits this llama.cpp.
+const VERSION: u32 = 2;
+/// Where the CRC-covered part of the header starts (the shape).
+const KEYED: usize = 4 + 4 + 4 + 8;
+const CRC: usize = KEYED + 3 * 4 + 32;
+const HEADER: usize = CRC + 4;
 
-/// `TWKV | version u32 | n_tokens u32 | state_len u64 | crc32 u32 | tokens
-/// (i32 LE) | llama.cpp sequence state`, little-endian; the CRC covers the
-/// tokens and the state.
-pub fn encode(tokens: &[LlamaToken], state: &[u8]) -> Vec<u8> {
-    let mut body = Vec::with_capacity(tokens.len() * 4 + state.len());
-    for t in tokens {
-        body.extend_from_slice(&t.0.to_le_bytes());
-    }
-    body.extend_from_slice(state);
-    let mut out = Vec::with_capacity(HEADER + body.len());
+/// `TWKV | version u32 | n_tokens u32 | state_len u64 | n_ctx u32 | n_batch
+/// u32 | n_ubatch u32 | key digest [32] | crc32 u32 | tokens (i32 LE) |
+/// llama.cpp sequence state`, little-endian; the CRC covers the shape, the
+/// digest, the tokens and the state, so damage is told apart from a mismatch.
+pub fn encode(key: &StateKey, tokens: &[LlamaToken], state: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER + tokens.len() * 4 + state.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
     out.extend_from_slice(&(tokens.len() as u32).to_le_bytes());
     out.extend_from_slice(&(state.len() as u64).to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-    out.extend_from_slice(&body);
+    let s = key.shape;
+    for n in [s.n_ctx, s.n_batch, s.n_ubatch] {
+        out.extend_from_slice(&n.to_le_bytes());
+    }
+    out.extend_from_slice(&key.digest);
+    out.extend_from_slice(&[0; 4]);
+    for t in tokens {
+        out.extend_from_slice(&t.0.to_le_bytes());
+    }
+    out.extend_from_slice(state);
+    let crc = crc32_skipping(&out[KEYED..], CRC - KEYED);
+    out[CRC..HEADER].copy_from_slice(&crc.to_le_bytes());
     out
 }
 
-/// The tokens and the llama.cpp state, if the container is whole.
-pub fn decode(bytes: &[u8]) -> Result<(Vec<LlamaToken>, &[u8]), PrefixFileError> {
+/// CRC of `bytes` without the 4-byte CRC field at `at`.
+fn crc32_skipping(bytes: &[u8], at: usize) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&bytes[..at]);
+    h.update(&bytes[at + 4..]);
+    h.finalize()
+}
+
+/// The tokens and the llama.cpp state, if the container is whole and was
+/// written under `want`.
+pub fn decode<'b>(
+    bytes: &'b [u8],
+    want: &StateKey,
+) -> Result<(Vec<LlamaToken>, &'b [u8]), PrefixFileError> {
     let truncated = |need: usize| PrefixFileError::Truncated {
         have: bytes.len(),
         need,
     };
-    if bytes.len() < HEADER {
-        return Err(if bytes.len() >= 4 && &bytes[..4] != MAGIC {
-            PrefixFileError::Magic
-        } else {
-            truncated(HEADER)
-        });
-    }
-    if &bytes[..4] != MAGIC {
+    if bytes.len() >= 4 && &bytes[..4] != MAGIC {
         return Err(PrefixFileError::Magic);
     }
     let u32_at =
         |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
+    // The version before the length: another format has another header size.
+    if bytes.len() < 8 {
+        return Err(truncated(HEADER));
+    }
     let version = u32_at(4);
     if version != VERSION {
         return Err(PrefixFileError::Version(version));
+    }
+    if bytes.len() < HEADER {
+        return Err(truncated(HEADER));
     }
     let n_tokens = u32_at(8) as usize;
     let mut len = [0u8; 8];
@@ -106,10 +192,24 @@ pub fn decode(bytes: &[u8]) -> Result<(Vec<LlamaToken>, &[u8]), PrefixFileError>
     if bytes.len() != need {
         return Err(truncated(need));
     }
-    let body = &bytes[HEADER..];
-    if crc32fast::hash(body) != u32_at(20) {
+    if crc32_skipping(&bytes[KEYED..], CRC - KEYED) != u32_at(CRC) {
         return Err(PrefixFileError::Checksum);
     }
+    let saved = StateShape {
+        n_ctx: u32_at(KEYED),
+        n_batch: u32_at(KEYED + 4),
+        n_ubatch: u32_at(KEYED + 8),
+    };
+    if saved != want.shape {
+        return Err(PrefixFileError::Shape {
+            saved,
+            want: want.shape,
+        });
+    }
+    if bytes[KEYED + 12..CRC] != want.digest {
+        return Err(PrefixFileError::Origin);
+    }
+    let body = &bytes[HEADER..];
     let tokens = body[..n_tokens * 4]
         .chunks_exact(4)
         .map(|c| LlamaToken(i32::from_le_bytes([c[0], c[1], c[2], c[3]])))
@@ -153,45 +253,143 @@ mod tests {
         v.iter().map(|&t| LlamaToken(t)).collect()
     }
 
+    const SHAPE: StateShape = StateShape {
+        n_ctx: 2048,
+        n_batch: 512,
+        n_ubatch: 512,
+    };
+
+    fn key(model: &str, build: &str, shape: StateShape) -> StateKey {
+        StateKey::new(model, build, shape)
+    }
+
+    fn k() -> StateKey {
+        key("aaaaaaaaaaaaaaaaaaaa", "llama-cpp-sys-2 0.1.160", SHAPE)
+    }
+
     #[test]
     fn round_trip_keeps_tokens_and_state() {
         let t = toks(&[1, 151644, 8948, -1]);
-        let bytes = encode(&t, b"llama state");
-        let (t2, state) = decode(&bytes).unwrap();
+        let bytes = encode(&k(), &t, b"llama state");
+        let (t2, state) = decode(&bytes, &k()).unwrap();
         assert_eq!(t2, t);
         assert_eq!(state, b"llama state");
     }
 
     #[test]
     fn every_truncation_and_every_flipped_bit_is_rejected() {
-        let bytes = encode(&toks(&[5, 6, 7]), &[9u8; 40]);
+        let bytes = encode(&k(), &toks(&[5, 6, 7]), &[9u8; 40]);
         for n in 0..bytes.len() {
-            assert!(decode(&bytes[..n]).is_err(), "truncated to {n}");
+            assert!(decode(&bytes[..n], &k()).is_err(), "truncated to {n}");
         }
         for i in 0..bytes.len() {
             for bit in 0..8 {
                 let mut b = bytes.clone();
                 b[i] ^= 1 << bit;
-                assert!(decode(&b).is_err(), "bit {bit} of byte {i}");
+                assert!(decode(&b, &k()).is_err(), "bit {bit} of byte {i}");
             }
         }
         let mut longer = bytes.clone();
         longer.push(0);
-        assert!(decode(&longer).is_err());
+        assert!(decode(&longer, &k()).is_err());
     }
 
     #[test]
     fn names_depend_on_model_and_prompt() {
-        let spec = |k: &str| PrefixSpec {
-            text: String::new(),
-            dir: None,
-            model_key: k.into(),
-        };
-        let a = spec("aaaaaaaaaaaaaaaaaaaa").file_name(&toks(&[1, 2]));
-        assert_eq!(a, spec("aaaaaaaaaaaaaaaaaaaa").file_name(&toks(&[1, 2])));
-        assert_ne!(a, spec("bbbbbbbbbbbbbbbbbbbb").file_name(&toks(&[1, 2])));
-        assert_ne!(a, spec("aaaaaaaaaaaaaaaaaaaa").file_name(&toks(&[1, 3])));
+        let a = key("aaaaaaaaaaaaaaaaaaaa", "b1", SHAPE).file_name(&toks(&[1, 2]));
+        assert_eq!(
+            a,
+            key("aaaaaaaaaaaaaaaaaaaa", "b1", SHAPE).file_name(&toks(&[1, 2]))
+        );
+        assert_ne!(
+            a,
+            key("bbbbbbbbbbbbbbbbbbbb", "b1", SHAPE).file_name(&toks(&[1, 2]))
+        );
+        assert_ne!(
+            a,
+            key("aaaaaaaaaaaaaaaaaaaa", "b1", SHAPE).file_name(&toks(&[1, 3]))
+        );
         assert!(a.starts_with("prefix-aaaaaaaaaaaaaaaa-") && a.ends_with(".kv"));
+    }
+
+    /// Issue I: a state written by another llama.cpp can abort the process
+    /// inside llama.cpp when it is read, at every start.
+    #[test]
+    fn names_differ_for_another_llama_cpp_build() {
+        let t = toks(&[1, 2]);
+        let a = key("aaaaaaaaaaaaaaaaaaaa", "llama-cpp-sys-2 0.1.160", SHAPE).file_name(&t);
+        let b = key("aaaaaaaaaaaaaaaaaaaa", "llama-cpp-sys-2 0.1.161", SHAPE).file_name(&t);
+        assert_ne!(a, b, "same name for two llama.cpp builds");
+    }
+
+    /// Issue I: `[llm] ctx` and `batch` size the context the state is read into.
+    #[test]
+    fn names_differ_for_other_context_settings() {
+        let t = toks(&[1, 2]);
+        let name = |shape| key("aaaaaaaaaaaaaaaaaaaa", "b1", shape).file_name(&t);
+        let a = name(SHAPE);
+        for other in [
+            StateShape {
+                n_ctx: 4096,
+                ..SHAPE
+            },
+            StateShape {
+                n_batch: 256,
+                ..SHAPE
+            },
+            StateShape {
+                n_ubatch: 256,
+                ..SHAPE
+            },
+        ] {
+            assert_ne!(a, name(other), "same name for {other:?} and {SHAPE:?}");
+        }
+    }
+
+    /// Issue I: a name that collides anyway (a file copied between machines,
+    /// a hand-renamed file) must not reach llama.cpp either.
+    #[test]
+    fn a_state_saved_under_other_settings_is_refused() {
+        let bytes = encode(&k(), &toks(&[5, 6]), b"llama state");
+        let ctx = key(
+            "aaaaaaaaaaaaaaaaaaaa",
+            "llama-cpp-sys-2 0.1.160",
+            StateShape {
+                n_ctx: 4096,
+                ..SHAPE
+            },
+        );
+        let build = key("aaaaaaaaaaaaaaaaaaaa", "llama-cpp-sys-2 0.1.161", SHAPE);
+        let model = key("bbbbbbbbbbbbbbbbbbbb", "llama-cpp-sys-2 0.1.160", SHAPE);
+        for other in [ctx, build, model] {
+            assert!(
+                decode(&bytes, &other).is_err(),
+                "state of {:?} accepted for {other:?}",
+                k()
+            );
+        }
+    }
+
+    /// Format 1 carried no llama.cpp build nor context settings, so nothing
+    /// says it fits this build: it is refused before llama.cpp sees it.
+    #[test]
+    fn a_state_of_format_1_is_refused() {
+        let mut body = Vec::new();
+        for t in [5i32, 6] {
+            body.extend_from_slice(&t.to_le_bytes());
+        }
+        body.extend_from_slice(&[9u8; 40]);
+        let mut v1 = Vec::new();
+        v1.extend_from_slice(b"TWKV");
+        v1.extend_from_slice(&1u32.to_le_bytes());
+        v1.extend_from_slice(&2u32.to_le_bytes());
+        v1.extend_from_slice(&40u64.to_le_bytes());
+        v1.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+        v1.extend_from_slice(&body);
+        assert_eq!(
+            decode(&v1, &k()).map(|(t, s)| (t, s.len())),
+            Err(PrefixFileError::Version(1))
+        );
     }
 
     #[test]

@@ -20,7 +20,7 @@ use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 
-use super::prefix::{self, PrefixSpec};
+use super::prefix::{self, PrefixSpec, StateKey, StateShape};
 use super::schema::{self, Draft, DraftCause};
 use super::LlmError;
 use crate::watchdog::{is_looping, Progress};
@@ -354,17 +354,26 @@ impl<'m> SlotState<'m> {
     }
 
     /// Puts the static prefix into the KV cache: restored from its saved
-    /// state when there is one for this model and prompt, else decoded and
-    /// saved. A state that does not load is removed and recomputed.
+    /// state when there is one for this model, llama.cpp build, context shape
+    /// and prompt, else decoded and saved. A state that does not load is
+    /// removed and recomputed.
     pub(crate) fn warm(&mut self, spec: &PrefixSpec, slot: usize) -> Warmed {
         let t0 = Instant::now();
         let tokens = self.tokenize(&spec.text, true);
         if tokens.is_empty() || tokens.len() + 1 >= self.n_ctx {
             return Warmed::Failed;
         }
-        let path = spec.dir.as_ref().map(|d| d.join(spec.file_name(&tokens)));
+        // What llama.cpp made of the settings, not the settings: it sizes the
+        // buffers the state is read into.
+        let shape = StateShape {
+            n_ctx: self.ctx.n_ctx(),
+            n_batch: self.ctx.n_batch(),
+            n_ubatch: self.ctx.n_ubatch(),
+        };
+        let key = StateKey::new(&spec.model_key, super::llama_cpp_build(), shape);
+        let path = spec.dir.as_ref().map(|d| d.join(key.file_name(&tokens)));
         if let Some(path) = path.as_ref().filter(|p| p.is_file()) {
-            match self.restore_prefix(path, &tokens) {
+            match self.restore_prefix(path, &key, &tokens) {
                 Ok(()) => {
                     prefix::remove_stale(path);
                     tracing::info!(slot, tokens = tokens.len(), ms = t0.elapsed().as_millis() as u64, file = %path.display(), "prompt prefix restored from state_dir");
@@ -386,7 +395,7 @@ impl<'m> SlotState<'m> {
         }
         let ms = t0.elapsed().as_millis() as u64;
         match &path {
-            Some(path) => match self.save_prefix(path, slot) {
+            Some(path) => match self.save_prefix(path, &key, slot) {
                 Ok(bytes) => {
                     tracing::info!(slot, tokens = tokens.len(), ms, bytes, file = %path.display(), "prompt prefix computed and saved")
                 }
@@ -402,17 +411,19 @@ impl<'m> SlotState<'m> {
     fn restore_prefix(
         &mut self,
         path: &std::path::Path,
+        key: &StateKey,
         tokens: &[LlamaToken],
     ) -> Result<(), String> {
         let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
-        let (saved, state) = prefix::decode(&bytes).map_err(|e| e.to_string())?;
+        let (saved, state) = prefix::decode(&bytes, key).map_err(|e| e.to_string())?;
         if saved != tokens {
             return Err("its tokens differ from the prompt's".into());
         }
         self.kv.clear();
         self.ctx.clear_kv_cache();
-        // SAFETY: the bytes are what `state_seq_get_data_ext` of this build
-        // and model wrote (file name keyed by both; length and CRC checked).
+        // SAFETY: the bytes are what `state_seq_get_data_ext` wrote for this
+        // model, llama.cpp build and context shape (the header says so and
+        // `decode` checked it, with the length and CRC).
         let ok = unsafe {
             self.ctx
                 .state_seq_set_data_ext(state, 0, LlamaStateSeqFlags::empty())
@@ -425,7 +436,12 @@ impl<'m> SlotState<'m> {
         Ok(())
     }
 
-    fn save_prefix(&self, path: &std::path::Path, slot: usize) -> std::io::Result<usize> {
+    fn save_prefix(
+        &self,
+        path: &std::path::Path,
+        key: &StateKey,
+        slot: usize,
+    ) -> std::io::Result<usize> {
         let flags = LlamaStateSeqFlags::empty();
         let size = self.ctx.state_seq_get_size_ext(0, flags);
         let mut state = vec![0u8; size];
@@ -439,7 +455,7 @@ impl<'m> SlotState<'m> {
                 "llama.cpp wrote {n} of {size} state bytes"
             )));
         }
-        let bytes = prefix::encode(&self.kv, &state);
+        let bytes = prefix::encode(key, &self.kv, &state);
         prefix::write_atomic(path, &bytes, slot)?;
         prefix::remove_stale(path);
         Ok(bytes.len())
