@@ -360,6 +360,7 @@ pub async fn worker(
             threads: c.threads,
             cpus: cfg2.llm.cpus.clone(),
             prefix: None,
+            prompt_cache_bytes: 0,
         };
         let mut slot =
             crate::llm::Slot::start(0, model.model.clone(), settings, counters.slots.clone())

@@ -108,6 +108,16 @@ pub struct RawLlm {
     pub temperature: f32,
     #[serde(default)]
     pub thinking: bool,
+    #[serde(default = "default_speculative")]
+    pub speculative: String,
+    #[serde(default = "default_draft_max")]
+    pub draft_max: u32,
+    #[serde(default = "default_draft_ngram_min")]
+    pub draft_ngram_min: u32,
+    #[serde(default = "default_draft_ngram_max")]
+    pub draft_ngram_max: u32,
+    #[serde(default = "default_prompt_cache_mib")]
+    pub prompt_cache_mib: u32,
 }
 
 #[derive(Debug, Deserialize)]
@@ -214,6 +224,29 @@ fn default_max_tokens() -> u32 {
 fn default_prompt_budget() -> u32 {
     640
 }
+fn default_speculative() -> String {
+    "lookup".into()
+}
+
+fn default_draft_max() -> u32 {
+    DRAFT_MAX
+}
+
+/// Measured best on the board-class stand-in (README, "Speculative decoding").
+const DRAFT_MAX: u32 = 8;
+
+fn default_draft_ngram_min() -> u32 {
+    2
+}
+
+fn default_draft_ngram_max() -> u32 {
+    4
+}
+
+fn default_prompt_cache_mib() -> u32 {
+    192
+}
+
 fn default_passage_items() -> u32 {
     3
 }
@@ -331,6 +364,10 @@ pub struct LlmConfig {
     pub seed: u32,
     pub temperature: f32,
     pub thinking: bool,
+    /// Prompt-lookup speculative decoding (`speculative = "lookup"`), or None.
+    pub lookup: Option<crate::llm::lookup::Lookup>,
+    /// RAM for saved prompt states that later alarms can resume from.
+    pub prompt_cache_mib: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -522,6 +559,33 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
             ),
         )
     })?;
+    range(l.draft_max, 1, 32).map_err(|p| bad("llm.draft_max", p))?;
+    range(l.draft_ngram_min, 1, 8).map_err(|p| bad("llm.draft_ngram_min", p))?;
+    range(l.draft_ngram_max, 1, 8).map_err(|p| bad("llm.draft_ngram_max", p))?;
+    if l.draft_ngram_min > l.draft_ngram_max {
+        return Err(bad(
+            "llm.draft_ngram_min",
+            format!(
+                "must not exceed llm.draft_ngram_max ({}), got {}",
+                l.draft_ngram_max, l.draft_ngram_min
+            ),
+        ));
+    }
+    range(l.prompt_cache_mib, 0, 65_536).map_err(|p| bad("llm.prompt_cache_mib", p))?;
+    let lookup = match l.speculative.as_str() {
+        "off" => None,
+        "lookup" => Some(crate::llm::lookup::Lookup {
+            draft_max: l.draft_max as usize,
+            ngram_min: l.draft_ngram_min as usize,
+            ngram_max: l.draft_ngram_max as usize,
+        }),
+        other => {
+            return Err(bad(
+                "llm.speculative",
+                format!("must be \"off\" or \"lookup\", got {other:?}"),
+            ))
+        }
+    };
     let cpus = match l.cpus {
         None => None,
         Some(s) => Some(parse_cpu_list(&s).ok_or_else(|| {
@@ -593,6 +657,8 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
             seed: l.seed,
             temperature: l.temperature,
             thinking: l.thinking,
+            lookup,
+            prompt_cache_mib: l.prompt_cache_mib,
         },
         watchdog: WatchdogConfig {
             stall_timeout: Duration::from_secs_f64(w.stall_timeout_s),

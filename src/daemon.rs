@@ -80,6 +80,9 @@ pub async fn load(
         } else {
             None
         },
+        // The budget is for the process; each slot keeps its own share.
+        prompt_cache_bytes: (cfg.llm.prompt_cache_mib as usize) * (1 << 20)
+            / cfg.llm.slots.max(1) as usize,
     };
     let mut slots = Vec::new();
     for i in 0..cfg.llm.slots as usize {

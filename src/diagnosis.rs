@@ -55,6 +55,12 @@ pub struct Timings {
     pub generated_tokens: u32,
     pub generation_ms: f64,
     pub tokens_per_s: f64,
+    /// Speculative decoding: tokens drafted by prompt lookup, and how many of
+    /// them the model confirmed (each confirmed one saved a decode step).
+    #[serde(default)]
+    pub draft_tokens: u32,
+    #[serde(default)]
+    pub accepted_tokens: u32,
 }
 
 /// The diagnosis published on `{prefix}/diagnosis/{equipment}`.

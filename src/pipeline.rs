@@ -131,6 +131,8 @@ impl Pipeline {
                 style,
                 seed: llm.seed,
                 temperature: llm.temperature,
+                // The retry after a hang takes the plainest path.
+                lookup: if fallback { None } else { llm.lookup },
             },
             hits: used,
             retrieval_ms,
@@ -306,6 +308,8 @@ impl Pipeline {
                 } else {
                     0.0
                 },
+                draft_tokens: out.draft_tokens,
+                accepted_tokens: out.accepted_tokens,
             },
             ts: diagnosis::now_rfc3339(),
         })

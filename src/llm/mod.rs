@@ -6,6 +6,7 @@
 //! model's identity for status and logs. It never talks to MQTT and never
 //! builds a diagnosis: `pipeline` does that from a `GenOutput`.
 
+pub mod lookup;
 pub mod prefix;
 pub mod schema;
 pub mod slot;

@@ -20,6 +20,7 @@ use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 
+use super::lookup::{self, Lookup};
 use super::prefix::{self, PrefixSpec, StateKey, StateShape};
 use super::schema::{self, Draft, DraftCause};
 use super::LlmError;
@@ -44,6 +45,9 @@ pub struct GenRequest {
     pub style: Style,
     pub seed: u32,
     pub temperature: f32,
+    /// Prompt-lookup speculative decoding of the values; None decodes one
+    /// token per step.
+    pub lookup: Option<Lookup>,
 }
 
 /// What a finished job produced, with its measurements.
@@ -64,6 +68,9 @@ pub struct GenOutput {
     pub total_ms: f64,
     /// llama.cpp's own decode time for the job (llama_perf: prompt + eval).
     pub llama_decode_ms: f64,
+    /// Draft tokens proposed by prompt lookup, and how many the model agreed with.
+    pub draft_tokens: u32,
+    pub accepted_tokens: u32,
 }
 
 pub(crate) enum SlotMsg {
@@ -87,7 +94,19 @@ pub struct SlotSettings {
     /// The prompt text every job starts with (template + system prompt + the
     /// fixed head of the user turn), decoded when the slot starts.
     pub prefix: Option<PrefixSpec>,
+    /// Bytes of RAM for this slot's saved prompt states (0: none).
+    pub prompt_cache_bytes: usize,
 }
+
+/// A finished job's prompt and the KV state that holds it.
+struct SavedPrompt {
+    tokens: Vec<LlamaToken>,
+    state: Vec<u8>,
+}
+
+/// Restoring a saved state copies megabytes; a gain of a few tokens is read
+/// faster than that.
+const MIN_RESTORE_GAIN: usize = 32;
 
 /// How a slot got its prefix into the KV cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -270,6 +289,13 @@ pub(crate) struct SlotState<'m> {
     /// Structural choices and sampled values, for the budget and the heartbeat.
     generated: u32,
     first_token_at: Option<Instant>,
+    drafted: u32,
+    accepted: u32,
+    /// Recent prompts' KV states, oldest first, so an alarm that repeats
+    /// after others came in between still reads only what is new to it.
+    saved: std::collections::VecDeque<SavedPrompt>,
+    saved_bytes: usize,
+    cache_limit: usize,
 }
 
 impl<'m> SlotState<'m> {
@@ -289,6 +315,11 @@ impl<'m> SlotState<'m> {
             progress,
             generated: 0,
             first_token_at: None,
+            drafted: 0,
+            accepted: 0,
+            saved: std::collections::VecDeque::new(),
+            saved_bytes: 0,
+            cache_limit: s.prompt_cache_bytes,
         }
     }
 
@@ -351,6 +382,80 @@ impl<'m> SlotState<'m> {
             i = end;
         }
         Ok(last_idx)
+    }
+
+    /// Decodes `tokens` after the cache in one batch with logits for every
+    /// one of them: row i predicts the token after `tokens[i]`.
+    fn decode_rows(&mut self, tokens: &[LlamaToken]) -> Result<(), LlmError> {
+        if tokens.is_empty() || tokens.len() > self.n_batch {
+            return Err(LlmError::Decode(format!(
+                "cannot verify {} tokens in a batch of {}",
+                tokens.len(),
+                self.n_batch
+            )));
+        }
+        if self.kv.len() + tokens.len() >= self.n_ctx {
+            return Err(LlmError::ContextFull {
+                need: self.kv.len() + tokens.len(),
+                have: self.n_ctx,
+            });
+        }
+        if self.progress.cancelled() {
+            return Err(LlmError::Cancelled);
+        }
+        self.batch.clear();
+        for (j, t) in tokens.iter().enumerate() {
+            self.batch
+                .add(*t, (self.kv.len() + j) as i32, &[0], true)
+                .map_err(|e| LlmError::Decode(e.to_string()))?;
+        }
+        self.ctx.decode(&mut self.batch).map_err(|e| {
+            if self.progress.cancelled() {
+                LlmError::Cancelled
+            } else {
+                LlmError::Decode(e.to_string())
+            }
+        })?;
+        self.kv.extend_from_slice(tokens);
+        self.progress.tick(self.generated);
+        Ok(())
+    }
+
+    /// Drops cached tokens from position `n` on (rejected draft tokens).
+    fn truncate(&mut self, n: usize) -> Result<(), LlmError> {
+        if n >= self.kv.len() {
+            return Ok(());
+        }
+        let ok = self
+            .ctx
+            .clear_kv_cache_seq(Some(0), Some(n as u32), None)
+            .map_err(|e| LlmError::Decode(e.to_string()))?;
+        if !ok {
+            return Err(LlmError::Decode(format!(
+                "llama.cpp could not drop cached tokens from position {n}"
+            )));
+        }
+        self.kv.truncate(n);
+        Ok(())
+    }
+
+    /// Draft tokens for the value being sampled, `t` just chosen: what
+    /// followed the last match in the context, cut at the first token that
+    /// would end or break the JSON string (drafts stop at the value's end).
+    fn lookup_draft(&self, t: LlamaToken, spec: &Lookup, room: usize) -> Vec<LlamaToken> {
+        let mut history = Vec::with_capacity(self.kv.len() + 1);
+        history.extend_from_slice(&self.kv);
+        history.push(t);
+        let spec = Lookup {
+            draft_max: spec.draft_max.min(room).min(self.n_batch.saturating_sub(1)),
+            ..*spec
+        };
+        let r = lookup::draft(&history, &spec);
+        history[r]
+            .iter()
+            .copied()
+            .take_while(|d| matches!(classify(&self.piece(*d)), Piece::Body))
+            .collect()
     }
 
     /// Puts the static prefix into the KV cache: restored from its saved
@@ -462,6 +567,10 @@ impl<'m> SlotState<'m> {
     }
 
     fn keep(&mut self, n: usize) {
+        // A measurement that asks for a cold or prefix-only cache must not be
+        // served from a saved prompt either.
+        self.saved.clear();
+        self.saved_bytes = 0;
         if n >= self.kv.len() {
             return;
         }
@@ -478,15 +587,77 @@ impl<'m> SlotState<'m> {
         }
     }
 
+    /// Restores the saved prompt state sharing the most with `prompt`, when
+    /// it shares clearly more than the cache holds now.
+    fn resume_saved(&mut self, prompt: &[LlamaToken]) {
+        let current = lookup::common_prefix(&self.kv, prompt);
+        let saved: Vec<&[LlamaToken]> = self.saved.iter().map(|s| s.tokens.as_slice()).collect();
+        let Some((i, _)) = lookup::best_saved(prompt, &saved, current, MIN_RESTORE_GAIN) else {
+            return;
+        };
+        self.ctx.clear_kv_cache();
+        self.kv.clear();
+        let entry = &self.saved[i];
+        // SAFETY: the bytes are what `state_seq_get_data_ext` of this very
+        // context wrote (same model, build and shape).
+        let ok = unsafe {
+            self.ctx
+                .state_seq_set_data_ext(&entry.state, 0, LlamaStateSeqFlags::empty())
+        };
+        if ok {
+            self.kv = entry.tokens.clone();
+        } else {
+            self.ctx.clear_kv_cache();
+            tracing::warn!("saved prompt state did not restore; reading the prompt");
+        }
+    }
+
+    /// Keeps this job's prompt state for later alarms that share it. The
+    /// generated tokens are dropped first: no later prompt contains them.
+    fn save_prompt(&mut self, prompt_len: usize) {
+        if self.cache_limit == 0 || prompt_len == 0 || self.truncate(prompt_len).is_err() {
+            return;
+        }
+        if self.kv.len() != prompt_len {
+            return;
+        }
+        let flags = LlamaStateSeqFlags::empty();
+        let size = self.ctx.state_seq_get_size_ext(0, flags);
+        if size > self.cache_limit {
+            return;
+        }
+        let mut state = vec![0u8; size];
+        // SAFETY: the buffer has the size llama.cpp just reported.
+        let n = unsafe {
+            self.ctx
+                .state_seq_get_data_ext(state.as_mut_ptr(), 0, flags)
+        };
+        if n != size {
+            return;
+        }
+        if let Some(i) = self.saved.iter().position(|s| s.tokens == self.kv) {
+            if let Some(old) = self.saved.remove(i) {
+                self.saved_bytes -= old.state.len();
+            }
+        }
+        while self.saved_bytes + size > self.cache_limit {
+            match self.saved.pop_front() {
+                Some(old) => self.saved_bytes -= old.state.len(),
+                None => break,
+            }
+        }
+        self.saved_bytes += size;
+        self.saved.push_back(SavedPrompt {
+            tokens: self.kv.clone(),
+            state,
+        });
+    }
+
     /// Brings the cache to `prompt`, reusing the longest common prefix, and
     /// returns the logits index plus how many tokens were reused.
     fn prefill(&mut self, prompt: &[LlamaToken]) -> Result<(i32, usize), LlmError> {
-        let mut lcp = self
-            .kv
-            .iter()
-            .zip(prompt)
-            .take_while(|(a, b)| a == b)
-            .count();
+        self.resume_saved(prompt);
+        let mut lcp = lookup::common_prefix(&self.kv, prompt);
         // At least one token must be decoded to get fresh logits.
         if lcp == prompt.len() {
             lcp -= 1;
@@ -509,6 +680,8 @@ impl<'m> SlotState<'m> {
     pub(crate) fn generate(&mut self, req: &GenRequest) -> Result<GenOutput, LlmError> {
         self.generated = 0;
         self.first_token_at = None;
+        self.drafted = 0;
+        self.accepted = 0;
         self.ctx.reset_timings();
         let t0 = Instant::now();
         let bos = self.tokenize(&req.prompt, true);
@@ -528,6 +701,8 @@ impl<'m> SlotState<'m> {
         }
         res?;
         out.generated_tokens = self.generated;
+        out.draft_tokens = self.drafted;
+        out.accepted_tokens = self.accepted;
         let first = self.first_token_at.unwrap_or_else(Instant::now);
         out.ttft_ms = (first - t0).as_secs_f64() * 1e3;
         out.generation_ms = first.elapsed().as_secs_f64() * 1e3;
@@ -582,17 +757,28 @@ impl<'m> SlotState<'m> {
     /// Samples one JSON string value (its closing quote included) starting
     /// with logits at `idx`. Returns the value and the new logits index. The
     /// closing token is left pending in `pending`.
+    ///
+    /// With `spec`, each sampled body token brings a draft (see
+    /// `lookup_draft`) that is decoded with it in one batch; the draft is
+    /// then checked position by position by sampling from the batch's own
+    /// logits rows with the same sampler, so every token kept is the token
+    /// the model would have produced at that point (greedy: the same; with
+    /// temperature: the same distribution, sample-then-compare). Cached
+    /// tokens after the first mismatch are dropped.
     fn string_value(
         &mut self,
         sampler: &mut LlamaSampler,
         mut idx: i32,
         cap: usize,
         budget: u32,
+        spec: Option<&Lookup>,
         pending: &mut Vec<LlamaToken>,
     ) -> Result<String, LlmError> {
         sampler.reset();
         let mut bytes: Vec<u8> = Vec::new();
         let mut toks: Vec<LlamaToken> = Vec::new();
+        // A token already sampled (from a verification row) but not decoded.
+        let mut next: Option<LlamaToken> = None;
         loop {
             // A value with nothing yet may take one token past the budget, so a
             // required field is never empty; the shares keep that to a token.
@@ -604,14 +790,16 @@ impl<'m> SlotState<'m> {
                 pending.extend(self.tokenize("\"", false));
                 break;
             }
-            let t = sampler.sample(&self.ctx, idx);
+            let t = match next.take() {
+                Some(t) => t,
+                None => sampler.sample(&self.ctx, idx),
+            };
             let piece = self.piece(t);
             self.note_generated(1)?;
             match classify(&piece) {
                 Piece::Body => {
                     bytes.extend_from_slice(&piece);
                     toks.push(t);
-                    idx = self.decode(&[t])?;
                 }
                 Piece::Close(n) => {
                     bytes.extend_from_slice(&piece[..n]);
@@ -625,6 +813,43 @@ impl<'m> SlotState<'m> {
                     break;
                 }
             }
+            let room = cap.saturating_sub(toks.len());
+            let draft = match spec {
+                Some(spec) if room > 0 && self.generated < budget => {
+                    self.lookup_draft(t, spec, room)
+                }
+                _ => Vec::new(),
+            };
+            if draft.is_empty() {
+                idx = self.decode(&[t])?;
+                continue;
+            }
+            let base = self.kv.len();
+            let mut batch = Vec::with_capacity(draft.len() + 1);
+            batch.push(t);
+            batch.extend_from_slice(&draft);
+            self.decode_rows(&batch)?;
+            self.drafted += draft.len() as u32;
+            let mut kept = 0;
+            for (i, d) in draft.iter().enumerate() {
+                let over = self.generated >= budget;
+                if toks.len() >= cap || over || is_looping(&toks) {
+                    break;
+                }
+                let s = sampler.sample(&self.ctx, i as i32);
+                if s != *d {
+                    next = Some(s);
+                    break;
+                }
+                self.note_generated(1)?;
+                bytes.extend_from_slice(&self.piece(s));
+                toks.push(s);
+                kept += 1;
+            }
+            self.accepted += kept as u32;
+            self.truncate(base + 1 + kept)?;
+            // All kept: the last row predicts what follows them.
+            idx = kept as i32;
         }
         let s = valid_utf8_prefix(bytes);
         Ok(s.trim().to_string())
@@ -711,6 +936,7 @@ impl<'m> SlotState<'m> {
     ) -> Result<(), LlmError> {
         let budget = req.max_tokens;
         prompt.extend(self.tokenize(schema::OPEN, false));
+        let prompt_len = prompt.len();
         let (mut idx, reused) = self.prefill(&prompt)?;
         out.reused_tokens = reused as u32;
         out.prompt_ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -724,7 +950,14 @@ impl<'m> SlotState<'m> {
         };
         let cap = share(self.generated, 3, schema::SUMMARY_TOKENS);
         let mut draft = Draft {
-            summary: self.string_value(&mut sampler, idx, cap, budget, &mut pending)?,
+            summary: self.string_value(
+                &mut sampler,
+                idx,
+                cap,
+                budget,
+                req.lookup.as_ref(),
+                &mut pending,
+            )?,
             ..Default::default()
         };
         pending.extend(self.tokenize(&schema::SUMMARY_TO_CAUSES[1..], false));
@@ -736,7 +969,14 @@ impl<'m> SlotState<'m> {
                 1
             };
             let cap = share(self.generated, parts, schema::ITEM_TOKENS);
-            let cause = self.string_value(&mut sampler, idx, cap, budget, &mut pending)?;
+            let cause = self.string_value(
+                &mut sampler,
+                idx,
+                cap,
+                budget,
+                req.lookup.as_ref(),
+                &mut pending,
+            )?;
             pending.extend(self.tokenize(&schema::CAUSE_TO_LIKELIHOOD[1..], false));
             let l = self.choose_or(&schema::LIKELIHOODS, 1, budget, &mut pending)?;
             draft.probable_causes.push(DraftCause {
@@ -762,7 +1002,14 @@ impl<'m> SlotState<'m> {
         loop {
             idx = self.decode(&std::mem::take(&mut pending))?;
             let cap = share(self.generated, 1, schema::ITEM_TOKENS);
-            let action = self.string_value(&mut sampler, idx, cap, budget, &mut pending)?;
+            let action = self.string_value(
+                &mut sampler,
+                idx,
+                cap,
+                budget,
+                req.lookup.as_ref(),
+                &mut pending,
+            )?;
             draft.actions.push(action);
             let more = draft.actions.len() < schema::MAX_ACTIONS && self.generated + 2 < budget;
             let next = if more {
@@ -802,6 +1049,7 @@ impl<'m> SlotState<'m> {
         // thrown away, and the next job's prefix match stops before them anyway.
         out.raw = render_raw(&draft);
         out.draft = draft;
+        self.save_prompt(prompt_len);
         Ok(())
     }
 

@@ -1,0 +1,152 @@
+//! Prompt-lookup drafts for speculative decoding, and the prompt cache's
+//! choice of which saved state to resume from. Pure token arithmetic.
+//!
+//! A diagnosis copies the manuals heavily (cause phrases, checks, part
+//! names), so the tokens that followed the last occurrence of what was just
+//! generated, in the passages or in the output so far, are a good guess at
+//! what comes next. The slot verifies a guess in one batched decode: on a CPU
+//! that costs little more than one step, because the weights are read once.
+
+use std::ops::Range;
+
+/// `[llm] speculative`, `draft_max`, `draft_ngram_min/max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lookup {
+    pub draft_max: usize,
+    pub ngram_min: usize,
+    pub ngram_max: usize,
+}
+
+/// Where in `history` a draft continues: the tokens that followed the most
+/// recent earlier occurrence of the longest suffix of `history` that is
+/// between `ngram_min` and `ngram_max` tokens long, at most `draft_max` of
+/// them. Empty when nothing matches.
+pub fn draft<T: PartialEq>(history: &[T], spec: &Lookup) -> Range<usize> {
+    let len = history.len();
+    if spec.draft_max == 0 || spec.ngram_min == 0 {
+        return 0..0;
+    }
+    for n in (spec.ngram_min..=spec.ngram_max).rev() {
+        if len <= n {
+            continue;
+        }
+        let suffix = &history[len - n..];
+        // The occurrence must end before the suffix starts, so that something
+        // follows it; the most recent one is the likeliest to continue alike.
+        for start in (0..len - n).rev() {
+            if history[start..start + n] == *suffix {
+                let from = start + n;
+                return from..(from + spec.draft_max).min(len);
+            }
+        }
+    }
+    0..0
+}
+
+/// How many leading tokens `a` and `b` share.
+pub fn common_prefix<T: PartialEq>(a: &[T], b: &[T]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// Which saved prompt (index into `saved`) to resume from for `prompt`,
+/// given that the context already shares `current` tokens with it: the one
+/// sharing the most, if it shares at least `min_gain` more than the context.
+/// Restoring a state copies megabytes, so a few tokens are not worth it.
+pub fn best_saved<T: PartialEq>(
+    prompt: &[T],
+    saved: &[&[T]],
+    current: usize,
+    min_gain: usize,
+) -> Option<(usize, usize)> {
+    saved
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (i, common_prefix(s, prompt)))
+        .filter(|(_, n)| *n >= current + min_gain)
+        .max_by_key(|(i, n)| (*n, *i))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SPEC: Lookup = Lookup {
+        draft_max: 3,
+        ngram_min: 1,
+        ngram_max: 3,
+    };
+
+    #[test]
+    fn the_tokens_after_the_last_match_of_the_longest_suffix_are_drafted() {
+        // "... lube oil filter clogged ... lube oil" -> "filter clogged ..."
+        let h = [9, 1, 2, 3, 4, 5, 8, 1, 2];
+        let r = draft(&h, &SPEC);
+        assert_eq!(&h[r], &[3, 4, 5]);
+    }
+
+    #[test]
+    fn a_longer_match_wins_over_a_more_recent_shorter_one() {
+        let h = [1, 2, 7, 8, 2, 6, 1, 2];
+        // Suffix [1, 2] occurs at 0 (then 7), [2] alone most recently at 4 (then 6).
+        assert_eq!(&h[draft(&h, &SPEC)], &[7, 8, 2]);
+    }
+
+    #[test]
+    fn the_most_recent_occurrence_is_preferred() {
+        let h = [1, 5, 1, 6, 1];
+        assert_eq!(&h[draft(&h, &SPEC)], &[6, 1]);
+    }
+
+    #[test]
+    fn drafts_are_capped_and_may_be_empty() {
+        let h = [1, 2, 3, 4, 5, 6, 1];
+        let short = Lookup {
+            draft_max: 2,
+            ..SPEC
+        };
+        assert_eq!(&h[draft(&h, &short)], &[2, 3]);
+        assert!(draft(&[1, 2, 3], &SPEC).is_empty());
+        assert!(draft::<u8>(&[], &SPEC).is_empty());
+        let bigram = Lookup {
+            ngram_min: 2,
+            ..SPEC
+        };
+        assert!(
+            draft(&[1, 2, 3, 2], &bigram).is_empty(),
+            "unigram matches are off"
+        );
+        let off = Lookup {
+            draft_max: 0,
+            ..SPEC
+        };
+        assert!(draft(&h, &off).is_empty());
+    }
+
+    #[test]
+    fn random_histories_never_draft_out_of_bounds() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        for _ in 0..5_000 {
+            let n = rng.gen_range(0..40);
+            let h: Vec<u8> = (0..n).map(|_| rng.gen_range(0..4)).collect();
+            let spec = Lookup {
+                draft_max: rng.gen_range(0..9),
+                ngram_min: rng.gen_range(1..4),
+                ngram_max: rng.gen_range(1..6),
+            };
+            let r = draft(&h, &spec);
+            assert!(r.end <= h.len() && r.len() <= spec.draft_max);
+        }
+    }
+
+    #[test]
+    fn the_saved_prompt_sharing_most_is_resumed_if_it_gains_enough() {
+        let p = [1, 2, 3, 4, 5, 6];
+        let a = [1, 2, 9];
+        let b = [1, 2, 3, 4, 5, 7];
+        let saved: Vec<&[i32]> = vec![&a, &b];
+        assert_eq!(best_saved(&p, &saved, 2, 2), Some((1, 5)));
+        assert_eq!(best_saved(&p, &saved, 4, 2), None, "gain of 1 < 2");
+        assert_eq!(best_saved::<i32>(&p, &[], 0, 1), None);
+    }
+}
