@@ -29,6 +29,12 @@ pub enum BenchError {
     Daemon(#[from] crate::daemon::DaemonError),
     #[error("bench worker for {what} failed: {reason}")]
     Worker { what: String, reason: String },
+    // The config error is the source, printed after this by the error chain.
+    #[error("{combo}: the daemon could not run with it")]
+    Unconfigurable {
+        combo: String,
+        source: crate::config::ConfigError,
+    },
     #[error("{0}")]
     Setup(String),
 }
@@ -136,7 +142,6 @@ pub struct Combo {
     pub threads: u32,
     pub batch: u32,
     pub ctx: u32,
-    pub kv: String,
     pub pp: u32,
     pub tg: u32,
     pub reps: u32,
@@ -153,15 +158,19 @@ pub struct ComboResult {
     pub threads: u32,
     pub batch: u32,
     pub ctx: u32,
-    pub kv: String,
     pub load_ms: f64,
     pub prompt_tps: f64,
     pub prompt_tps_sd: f64,
     pub gen_tps: f64,
     pub gen_tps_sd: f64,
-    pub ttft_cold_ms: f64,
-    pub ttft_prefix_ms: f64,
-    pub alarm_latency_ms: f64,
+    /// Medians over the probes that produced a first token; None if none did.
+    pub ttft_cold_ms: Option<f64>,
+    pub ttft_prefix_ms: Option<f64>,
+    /// TTFT probes (cold and prefix hit) that produced no first token.
+    pub ttft_failed: usize,
+    /// Mean alarm-to-diagnosis time of the prefix-hit jobs that answered;
+    /// None without RAG prompts or if every one failed.
+    pub alarm_latency_ms: Option<f64>,
     /// Wall time of the daemon's jobs over llama.cpp's own decode time, minus one.
     pub gen_overhead: f64,
     pub peak_rss_anon_mib: f64,
@@ -171,17 +180,6 @@ pub struct ComboResult {
     /// Filled in by `--decide`.
     #[serde(default)]
     pub accuracy: Option<f64>,
-}
-
-fn kv_type(s: &str) -> Option<llama_cpp_2::context::params::KvCacheType> {
-    use llama_cpp_2::context::params::KvCacheType as K;
-    Some(match s {
-        "f16" => K::F16,
-        "q8_0" => K::Q8_0,
-        "q4_0" => K::Q4_0,
-        "f32" => K::F32,
-        _ => return None,
-    })
 }
 
 /// Samples RssAnon and RssFile of this process every 20 ms and keeps the peaks.
@@ -257,20 +255,17 @@ fn throughput(
     use llama_cpp_2::context::params::LlamaContextParams;
     use llama_cpp_2::llama_batch::LlamaBatch;
     use llama_cpp_2::token::LlamaToken;
-    let kv = kv_type(&c.kv).ok_or_else(|| {
-        BenchError::Setup(format!("--kv {} is not one of f16, q8_0, q4_0, f32", c.kv))
-    })?;
     let params = LlamaContextParams::default()
         .with_n_ctx(NonZeroU32::new(c.ctx.max(c.pp + c.tg + 16)))
         .with_n_batch(c.batch)
         .with_n_ubatch(c.batch.min(512))
         .with_n_threads(c.threads as i32)
-        .with_n_threads_batch(c.threads as i32)
-        .with_type_k(kv)
-        .with_type_v(kv);
+        .with_n_threads_batch(c.threads as i32);
+    // The KV type is llama.cpp's default (f16), as in the daemon's slots,
+    // which have no setting for it.
     let mut ctx = model
         .new_context(crate::llm::backend(), params)
-        .map_err(|e| BenchError::Setup(format!("context with kv {}: {e}", c.kv)))?;
+        .map_err(|e| BenchError::Setup(format!("context: {e}")))?;
     let n_vocab = model.n_vocab().max(2);
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     let mut rnd = move || {
@@ -349,7 +344,7 @@ pub async fn worker(
     let info = m.info.clone();
     let mut cfg2 = cfg.clone();
     cfg2.llm = llm;
-    let (mut ttft_cold, mut ttft_prefix, mut latency, mut overhead) = (0.0, 0.0, 0.0, 0.0);
+    let (mut ttft, mut latency, mut overhead) = (crate::ttft::TtftStats::default(), None, 0.0);
     if c.rag_cases > 0 && !cases.is_empty() {
         let index = Arc::new(Index::open(&cfg2.knowledge.index)?);
         let model = Arc::new(m);
@@ -377,34 +372,34 @@ pub async fn worker(
             .static_prefix()
             .map(|p| pipeline.model.prompt_tokens(&p))
             .unwrap_or(0);
-        let (mut colds, mut hits, mut lats, mut wall, mut llama) =
-            (vec![], vec![], vec![], 0.0, 0.0);
+        let (mut probes, mut lats, mut wall, mut llama) = (vec![], vec![], 0.0, 0.0);
         // Each prompt twice: from an empty cache, then with only the static
         // prefix cached (as every daemon job starts), so the two compare.
         for case in cases.iter().take(c.rag_cases.max(1)) {
-            for keep in [0, prefix_tokens] {
+            let mut ms = [None, None];
+            for (k, keep) in [0, prefix_tokens].into_iter().enumerate() {
                 slot.keep_cache(keep).await;
                 let t = Instant::now();
                 let tr = pipeline
                     .diagnose_traced(&mut slot, &case.alarm, crate::llm::Style::Schema)
                     .await;
                 if let Some(o) = tr.first {
-                    if keep == 0 {
-                        colds.push(o.ttft_ms);
-                    } else {
-                        hits.push(o.ttft_ms);
+                    ms[k] = Some(o.ttft_ms);
+                    if keep != 0 {
                         lats.push(t.elapsed().as_secs_f64() * 1e3);
                     }
                     wall += o.total_ms;
                     llama += o.llama_decode_ms;
                 }
             }
+            probes.push(crate::ttft::CaseProbes {
+                cold: crate::ttft::Probe::of(ms[0]),
+                prefix: crate::ttft::Probe::of(ms[1]),
+                repeat: crate::ttft::Probe::Skipped,
+            });
         }
-        colds.sort_by(f64::total_cmp);
-        hits.sort_by(f64::total_cmp);
-        ttft_cold = percentile(&colds, 0.5);
-        ttft_prefix = percentile(&hits, 0.5);
-        latency = lats.iter().sum::<f64>() / lats.len().max(1) as f64;
+        ttft = crate::ttft::stats(&probes);
+        latency = (!lats.is_empty()).then(|| lats.iter().sum::<f64>() / lats.len() as f64);
         overhead = if llama > 0.0 { wall / llama - 1.0 } else { 0.0 };
     }
     let (anon, file, hwm) = rss.finish();
@@ -416,14 +411,14 @@ pub async fn worker(
         threads: c.threads,
         batch: c.batch,
         ctx: c.ctx,
-        kv: c.kv.clone(),
         load_ms,
         prompt_tps: pp,
         prompt_tps_sd: pp_sd,
         gen_tps: tg,
         gen_tps_sd: tg_sd,
-        ttft_cold_ms: ttft_cold,
-        ttft_prefix_ms: ttft_prefix,
+        ttft_cold_ms: ttft.ttft_cold_ms,
+        ttft_prefix_ms: ttft.ttft_prefix_ms_p50,
+        ttft_failed: ttft.ttft_cold_failed + ttft.ttft_prefix_failed,
         alarm_latency_ms: latency,
         gen_overhead: overhead,
         peak_rss_anon_mib: anon,
@@ -432,6 +427,37 @@ pub async fn worker(
         fits_budget: peak <= budget_mib,
         accuracy: None,
     })
+}
+
+/// Refuses a combination the daemon could not be configured with: the
+/// config file with this combination's `[llm]` values must pass the daemon's
+/// own validation, so `--decide` can only recommend what `run` accepts.
+pub fn check_configurable(cfg_text: &str, cfg_path: &Path, c: &Combo) -> Result<(), BenchError> {
+    let setup = |e: String| BenchError::Setup(format!("config {}: {e}", cfg_path.display()));
+    let mut doc: toml::Table = cfg_text.parse().map_err(|e| setup(format!("{e}")))?;
+    let llm = doc
+        .entry("llm")
+        .or_insert_with(|| toml::Value::Table(Default::default()));
+    let llm = llm
+        .as_table_mut()
+        .ok_or_else(|| setup("[llm] is not a table".into()))?;
+    llm.insert(
+        "model".into(),
+        toml::Value::String(c.model.display().to_string()),
+    );
+    llm.insert("threads".into(), toml::Value::Integer(c.threads.into()));
+    llm.insert("batch".into(), toml::Value::Integer(c.batch.into()));
+    llm.insert("ctx".into(), toml::Value::Integer(c.ctx.into()));
+    let text = toml::to_string(&doc).map_err(|e| setup(e.to_string()))?;
+    crate::config::parse(&text, cfg_path)
+        .map(drop)
+        .map_err(|source| BenchError::Unconfigurable {
+            combo: format!(
+                "--threads {} --batch {} --ctx {}",
+                c.threads, c.batch, c.ctx
+            ),
+            source,
+        })
 }
 
 /// Parses "4G", "3500M", "4096" (MiB) into MiB.
@@ -451,7 +477,9 @@ pub fn parse_mib(s: &str) -> Option<f64> {
 
 /// The recommendation: among configurations that fit the memory budget and
 /// whose model is within `margin` of the best accuracy, the one with the
-/// lowest alarm-to-diagnosis latency (generation speed breaks ties).
+/// lowest alarm-to-diagnosis latency (generation speed breaks ties, and ranks
+/// alone when no latency was measured). It names only settings the daemon
+/// reads from its config.
 #[derive(Debug, Serialize)]
 pub struct Decision {
     pub chosen: Option<ComboResult>,
@@ -464,16 +492,26 @@ pub fn decide(results: &[ComboResult], margin: f64) -> Decision {
         .iter()
         .filter_map(|r| r.accuracy)
         .fold(f64::NAN, f64::max);
+    // When any configuration measured its latency, one that did not (every
+    // probe failed) cannot be ranked against it.
+    let latency_measured = results.iter().any(|r| r.alarm_latency_ms.is_some());
     let mut ok: Vec<&ComboResult> = Vec::new();
     for r in results {
         let tag = format!(
-            "{} t={} b={} ctx={} kv={}",
-            r.model, r.threads, r.batch, r.ctx, r.kv
+            "{} threads={} batch={} ctx={}",
+            r.model, r.threads, r.batch, r.ctx
         );
         if !r.fits_budget {
             reasons.push(format!(
                 "reject {tag}: peak RSS {:.0} MiB exceeds the memory budget",
                 r.peak_rss_mib
+            ));
+            continue;
+        }
+        if latency_measured && r.alarm_latency_ms.is_none() {
+            reasons.push(format!(
+                "reject {tag}: no alarm latency measured ({} TTFT probes failed)",
+                r.ttft_failed
             ));
             continue;
         }
@@ -488,28 +526,23 @@ pub fn decide(results: &[ComboResult], margin: f64) -> Decision {
         }
         ok.push(r);
     }
-    let key = |r: &ComboResult| {
-        if r.alarm_latency_ms > 0.0 {
-            r.alarm_latency_ms
-        } else {
-            1e6 / r.gen_tps.max(1e-6)
-        }
-    };
     ok.sort_by(|a, b| {
-        key(a)
-            .total_cmp(&key(b))
+        let lat = |r: &ComboResult| r.alarm_latency_ms.unwrap_or(0.0);
+        lat(a)
+            .total_cmp(&lat(b))
             .then(b.gen_tps.total_cmp(&a.gen_tps))
     });
     let chosen = ok.first().map(|r| (*r).clone());
     if let Some(c) = &chosen {
         reasons.push(format!(
-            "choose {} threads={} batch={} ctx={} kv={}: fastest that fits ({:.0} ms per alarm, {:.1} tok/s generation, {:.1} tok/s prompt, peak {:.0} MiB{})",
+            "choose {} threads={} batch={} ctx={}: fastest that fits ({}{:.1} tok/s generation, {:.1} tok/s prompt, peak {:.0} MiB{})",
             c.model,
             c.threads,
             c.batch,
             c.ctx,
-            c.kv,
-            c.alarm_latency_ms,
+            c.alarm_latency_ms
+                .map(|l| format!("{l:.0} ms per alarm, "))
+                .unwrap_or_default(),
             c.gen_tps,
             c.prompt_tps,
             c.peak_rss_mib,
@@ -524,25 +557,27 @@ pub fn decide(results: &[ComboResult], margin: f64) -> Decision {
 /// A table in llama-bench's style.
 pub fn table(results: &[ComboResult]) -> String {
     let mut s = String::from(
-        "| model | size | params | threads | batch | ctx | kv | pp t/s | tg t/s | TTFT cold ms | TTFT prefix ms | alarm ms | RSS anon MiB | RSS file MiB | fits | acc |\n|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|\n",
+        "| model | size | params | threads | batch | ctx | pp t/s | tg t/s | TTFT cold ms | TTFT prefix ms | TTFT failed | alarm ms | RSS anon MiB | RSS file MiB | fits | acc |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n",
     );
+    // A measurement that did not happen or failed is "-", never 0.
+    let ms = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format!("{v:.0}"));
     for r in results {
         s.push_str(&format!(
-            "| {} | {:.0} MiB | {:.2} B | {} | {} | {} | {} | {:.1} ± {:.1} | {:.1} ± {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} |\n",
+            "| {} | {:.0} MiB | {:.2} B | {} | {} | {} | {:.1} ± {:.1} | {:.1} ± {:.1} | {} | {} | {} | {} | {:.0} | {:.0} | {} | {} |\n",
             r.model,
             r.model_bytes as f64 / 1048576.0,
             r.params as f64 / 1e9,
             r.threads,
             r.batch,
             r.ctx,
-            r.kv,
             r.prompt_tps,
             r.prompt_tps_sd,
             r.gen_tps,
             r.gen_tps_sd,
-            r.ttft_cold_ms,
-            r.ttft_prefix_ms,
-            r.alarm_latency_ms,
+            ms(r.ttft_cold_ms),
+            ms(r.ttft_prefix_ms),
+            r.ttft_failed,
+            ms(r.alarm_latency_ms),
             r.peak_rss_anon_mib,
             r.peak_rss_file_mib,
             if r.fits_budget { "yes" } else { "no" },
@@ -574,15 +609,15 @@ mod tests {
             threads: 2,
             batch: 512,
             ctx: 2048,
-            kv: "f16".into(),
             load_ms: 0.0,
             prompt_tps: 10.0,
             prompt_tps_sd: 0.0,
             gen_tps: 10.0,
             gen_tps_sd: 0.0,
-            ttft_cold_ms: 0.0,
-            ttft_prefix_ms: 0.0,
-            alarm_latency_ms: lat,
+            ttft_cold_ms: None,
+            ttft_prefix_ms: None,
+            ttft_failed: 0,
+            alarm_latency_ms: (lat > 0.0).then_some(lat),
             gen_overhead: 0.0,
             peak_rss_anon_mib: 0.0,
             peak_rss_file_mib: 0.0,
@@ -618,6 +653,68 @@ mod tests {
             Some(0.031)
         );
         assert!(over_overhead(&[with(0.0)], 3.0).is_some());
+    }
+
+    // Issue J item 4: the daemon has no KV-type key, so a recommendation
+    // must not name one.
+    #[test]
+    fn the_recommendation_names_only_settings_the_daemon_reads() {
+        let d = decide(&[r("mid", 500.0, 0.86, true)], 0.05);
+        let chose = d.reasons.last().unwrap();
+        assert!(chose.starts_with("choose mid"), "{chose}");
+        assert!(!chose.contains("kv"), "{chose}");
+    }
+
+    // Issue J item 4: a configuration whose every latency probe failed has
+    // no latency; it must not be ranked as if it had a fast one.
+    #[test]
+    fn a_configuration_without_a_measured_latency_is_not_chosen() {
+        let failed = ComboResult {
+            gen_tps: 1e6,
+            ttft_failed: 6,
+            ..r("failed", 0.0, 0.90, true)
+        };
+        let d = decide(&[failed, r("mid", 500.0, 0.90, true)], 0.05);
+        assert_eq!(d.chosen.unwrap().model, "mid");
+        assert!(d.reasons.iter().any(|x| x.starts_with("reject failed")));
+    }
+
+    fn combo(threads: u32, batch: u32, ctx: u32) -> Combo {
+        Combo {
+            model: "other.gguf".into(),
+            threads,
+            batch,
+            ctx,
+            pp: 512,
+            tg: 64,
+            reps: 1,
+            rag_cases: 0,
+        }
+    }
+
+    const CFG: &str = "state_dir = \"/tmp/tw\"\n[mqtt]\nhost = \"127.0.0.1\"\nport = 1883\n\
+        topic_prefix = \"tidewatch\"\n[knowledge]\nindex = \"k.twx\"\n[llm]\nmodel = \"m.gguf\"\n\
+        threads = 2\nprompt_budget = 640\nmax_tokens = 256\n";
+
+    // Issue J item 4: --decide may only recommend what the daemon accepts,
+    // so bench refuses, up front, what the config validation would refuse.
+    #[test]
+    fn a_combination_the_daemon_would_refuse_is_an_error_naming_the_option() {
+        let path = Path::new("/etc/tidewatch/tidewatch.toml");
+        assert!(check_configurable(CFG, path, &combo(4, 512, 2048)).is_ok());
+        // 640 + 256 + 64 tokens do not fit a 512-token context.
+        let chain = |c: Combo| {
+            let e = check_configurable(CFG, path, &c).unwrap_err();
+            let source = std::error::Error::source(&e).map(|s| s.to_string());
+            format!("{e}: {}", source.unwrap_or_default())
+        };
+        let e = chain(combo(4, 512, 512));
+        assert!(e.contains("--ctx 512") && e.contains("llm.ctx"), "{e}");
+        let e = chain(combo(65, 512, 2048));
+        assert!(
+            e.contains("--threads 65") && e.contains("llm.threads"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -86,7 +86,7 @@ pub enum Command {
         #[arg(long, short)]
         index: Option<PathBuf>,
         /// Only the first N cases
-        #[arg(long)]
+        #[arg(long, value_parser = usize_in(1, usize::MAX as u64))]
         limit: Option<usize>,
         /// Output style: schema (fixed JSON parts batched, values sampled) or
         /// grammar (the whole JSON sampled under a GBNF grammar; the reference)
@@ -101,7 +101,7 @@ pub enum Command {
     },
     /// Measure speed and memory on this machine (and accuracy with --decide)
     ///
-    /// Every combination of --model x --threads x --batch x --ctx x --kv runs in its own
+    /// Every combination of --model x --threads x --batch x --ctx runs in its own
     /// process: pp/tg throughput as llama-bench measures them, TTFT on real RAG prompts
     /// (cold and on a prefix hit), alarm-to-diagnosis latency and peak RSS (anonymous and
     /// file-backed). With --retrieval: the index at 10k passages instead.
@@ -124,29 +124,26 @@ pub struct BenchArgs {
     /// Models to compare (default: the config's llm.model)
     #[arg(long, num_args = 1.., value_delimiter = ',')]
     pub model: Vec<PathBuf>,
-    /// Thread counts, e.g. 2,4
-    #[arg(long, value_delimiter = ',')]
+    /// Thread counts, e.g. 2,4 (1..=64, as llm.threads)
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=64))]
     pub threads: Vec<u32>,
-    /// Batch sizes (n_batch; n_ubatch is min(batch, 512) as in llama-bench)
-    #[arg(long, value_delimiter = ',')]
+    /// Batch sizes (n_batch; n_ubatch is min(batch, 512) as in llama-bench; 16..=8192, as llm.batch)
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(16..=8192))]
     pub batch: Vec<u32>,
-    /// Context sizes
-    #[arg(long, value_delimiter = ',')]
+    /// Context sizes (512..=32768, as llm.ctx)
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(512..=32768))]
     pub ctx: Vec<u32>,
-    /// KV cache types: f16, q8_0, q4_0
-    #[arg(long, value_delimiter = ',', default_value = "f16")]
-    pub kv: Vec<String>,
     /// Prompt tokens per throughput run (llama-bench -p)
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=32768))]
     pub pp: u32,
     /// Generated tokens per throughput run (llama-bench -n)
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub tg: u32,
     /// Timed repetitions after one warm-up (llama-bench -r)
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub reps: u32,
     /// Eval alarms used as real RAG prompts for TTFT and latency (0 to skip)
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = usize_in(0, 10_000))]
     pub rag_cases: usize,
     /// Labeled alarms for RAG prompts and --decide
     #[arg(long, default_value = "knowledge/eval/alarms.jsonl")]
@@ -161,21 +158,21 @@ pub struct BenchArgs {
     #[arg(long)]
     pub decide: bool,
     /// Eval alarms per model for --decide
-    #[arg(long, default_value_t = 12)]
+    #[arg(long, default_value_t = 12, value_parser = usize_in(1, 10_000))]
     pub eval_cases: usize,
-    /// Accuracy margin for --decide: keep configurations within this of the best
-    #[arg(long, default_value_t = 0.05)]
+    /// Accuracy margin for --decide: keep configurations within this of the best (0..=1)
+    #[arg(long, default_value_t = 0.05, value_parser = fraction, allow_negative_numbers = true)]
     pub margin: f64,
     /// Fail (exit 1) if a daemon job's wall time exceeds llama.cpp's own
     /// decode time (llama_perf) by more than this many percent: the CI
     /// regression check on tidewatch's own per-token work
-    #[arg(long, value_name = "PERCENT")]
+    #[arg(long, value_name = "PERCENT", value_parser = percent, allow_negative_numbers = true)]
     pub max_overhead: Option<f64>,
     /// Retrieval benchmark instead of the model
     #[arg(long)]
     pub retrieval: bool,
     /// Passages in the generated index for --retrieval
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, value_parser = usize_in(1, 1_000_000))]
     pub passages: usize,
     /// Knowledge folder for --retrieval
     #[arg(long, default_value = "knowledge")]
@@ -186,6 +183,33 @@ pub struct BenchArgs {
     /// Internal: run one combination (JSON) and print its result
     #[arg(long, hide = true)]
     pub worker: Option<String>,
+}
+
+/// A count within `lo..=hi`; clap names the option in the error.
+fn usize_in(lo: u64, hi: u64) -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(lo..=hi)
+}
+
+/// A finite number in 0..=1.
+fn fraction(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("must be 0..=1, got {s}"))
+    }
+}
+
+/// A finite percentage, 0 or more.
+fn percent(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if v.is_finite() && v >= 0.0 {
+        Ok(v)
+    } else {
+        Err(format!(
+            "must be a finite number of percent, 0 or more, got {s}"
+        ))
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -501,19 +525,16 @@ fn cartesian(a: &BenchArgs, cfg: &Config) -> Vec<crate::bench::Combo> {
         for t in or(&a.threads, cfg.llm.threads) {
             for b in or(&a.batch, cfg.llm.batch) {
                 for c in or(&a.ctx, cfg.llm.ctx) {
-                    for kv in &a.kv {
-                        out.push(crate::bench::Combo {
-                            model: m.clone(),
-                            threads: t,
-                            batch: b,
-                            ctx: c,
-                            kv: kv.clone(),
-                            pp: a.pp,
-                            tg: a.tg,
-                            reps: a.reps,
-                            rag_cases: a.rag_cases,
-                        });
-                    }
+                    out.push(crate::bench::Combo {
+                        model: m.clone(),
+                        threads: t,
+                        batch: b,
+                        ctx: c,
+                        pp: a.pp,
+                        tg: a.tg,
+                        reps: a.reps,
+                        rag_cases: a.rag_cases,
+                    });
                 }
             }
         }
@@ -561,17 +582,23 @@ pub fn bench_models(
     a: &BenchArgs,
 ) -> Result<(), CliError> {
     let combos = cartesian(a, cfg);
+    // Before any run: a combination the daemon would refuse is an error
+    // here, not a measurement (and never a recommendation).
+    let cfg_text = std::fs::read_to_string(cfg_path)
+        .map_err(|e| CliError::Usage(format!("config {}: {e}", cfg_path.display())))?;
+    for c in &combos {
+        crate::bench::check_configurable(&cfg_text, cfg_path, c)?;
+    }
     let exe = std::env::current_exe()?;
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut results = Vec::new();
     for (i, c) in combos.iter().enumerate() {
         let what = format!(
-            "{} threads={} batch={} ctx={} kv={}",
+            "{} threads={} batch={} ctx={}",
             c.model.display(),
             c.threads,
             c.batch,
-            c.ctx,
-            c.kv
+            c.ctx
         );
         if tty {
             eprint!("\r\x1b[2K[{}/{}] {what}", i + 1, combos.len());
@@ -642,9 +669,14 @@ pub fn bench_models(
                     reason: e.to_string(),
                 }
             })?;
-            // Accuracy: cause keywords found, counted only for valid JSON answers.
-            let a = v["keyword_hit_rate"].as_f64().unwrap_or(0.0)
-                * v["json_valid_rate"].as_f64().unwrap_or(0.0);
+            // Accuracy: the share of alarms answered in full, validly, naming
+            // an expected cause (degraded answers are the manuals' text).
+            let a = v["accuracy"]
+                .as_f64()
+                .ok_or_else(|| crate::bench::BenchError::Worker {
+                    what: format!("eval of {}", c.model.display()),
+                    reason: "its report has no accuracy".into(),
+                })?;
             acc.insert(c.model.clone(), a);
         }
         for r in &mut results {
@@ -711,4 +743,53 @@ fn print_json(out: &mut impl Write, v: &impl serde::Serialize) -> std::io::Resul
         "{}",
         serde_json::to_string_pretty(v).unwrap_or_default()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, String> {
+        Cli::try_parse_from(std::iter::once("tidewatch").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())
+    }
+
+    // Issue J item 4: `bench --batch 0` panicked in `chunks(0)`; every number
+    // bench and eval take is checked where it is parsed, naming the option.
+    #[test]
+    fn invalid_numbers_are_errors_naming_the_option() {
+        let bad: &[(&[&str], &str)] = &[
+            (&["bench", "--batch", "0"], "--batch"),
+            (&["bench", "--batch", "512,0"], "--batch"),
+            (&["bench", "--threads", "0"], "--threads"),
+            (&["bench", "--threads", "65"], "--threads"),
+            (&["bench", "--ctx", "0"], "--ctx"),
+            (&["bench", "--pp", "0"], "--pp"),
+            (&["bench", "--tg", "0"], "--tg"),
+            (&["bench", "--reps", "0"], "--reps"),
+            (&["bench", "--eval-cases", "0"], "--eval-cases"),
+            (&["bench", "--passages", "0"], "--passages"),
+            (&["bench", "--margin", "-0.1"], "--margin"),
+            (&["bench", "--margin", "NaN"], "--margin"),
+            (&["bench", "--max-overhead", "-1"], "--max-overhead"),
+            (&["eval", "--cases", "c.jsonl", "--limit", "0"], "--limit"),
+        ];
+        for (args, option) in bad {
+            match parse(args) {
+                Ok(_) => panic!("{args:?} was accepted"),
+                Err(e) => assert!(e.contains(option), "{args:?}: {e}"),
+            }
+        }
+        assert!(parse(&[
+            "bench",
+            "--batch",
+            "16,8192",
+            "--ctx",
+            "2048",
+            "--rag-cases",
+            "0"
+        ])
+        .is_ok());
+        assert!(parse(&["bench", "--margin", "0", "--max-overhead", "3"]).is_ok());
+    }
 }

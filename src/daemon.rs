@@ -585,7 +585,7 @@ impl Hub {
                 generation_ms = t.generation_ms,
                 "diagnosed"
             );
-            let payload = match serde_json::to_vec(&d) {
+            let payload = match crate::diagnosis::payload(&d) {
                 Ok(b) => b,
                 Err(e) => {
                     tracing::error!(error = %e, "cannot encode diagnosis");

@@ -79,6 +79,12 @@ pub struct Diagnosis {
     pub ts: String,
 }
 
+/// The bytes published for a diagnosis. The daemon publishes exactly these and
+/// `eval` judges exactly these, so a measured validity is the wire's.
+pub fn payload(d: &Diagnosis) -> Result<Vec<u8>, serde_json::Error> {
+    serde_json::to_vec(d)
+}
+
 /// The current time as RFC 3339 (UTC).
 pub fn now_rfc3339() -> String {
     time::OffsetDateTime::now_utc()

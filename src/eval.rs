@@ -185,9 +185,210 @@ pub fn run_retrieval(index: &Index, cases: &[Case]) -> Result<RetrievalReport, E
     })
 }
 
+/// The published diagnosis, if `payload` holds to the wire contract: it parses
+/// into a diagnosis with a summary, likelihoods from the fixed set, and, for
+/// a model's answer, at least one cause.
+pub fn published(payload: &[u8]) -> Option<crate::diagnosis::Diagnosis> {
+    let d: crate::diagnosis::Diagnosis = serde_json::from_slice(payload).ok()?;
+    let likely = d
+        .probable_causes
+        .iter()
+        .all(|c| crate::llm::schema::LIKELIHOODS.contains(&c.likelihood.as_str()));
+    let causes = d.mode != crate::diagnosis::Mode::Full || !d.probable_causes.is_empty();
+    (!d.summary.trim().is_empty() && likely && causes).then_some(d)
+}
+
+/// True if the bytes the daemon would publish for this trace are a valid
+/// diagnosis. Not the model's draft: on the schema path that is rendered by
+/// serde and parses by construction.
+pub fn published_json_valid(tr: &crate::pipeline::Trace) -> bool {
+    crate::diagnosis::payload(&tr.diagnosis).is_ok_and(|b| published(&b).is_some())
+}
+
+/// Scores one case's answer: its published bytes, its mode and the expected
+/// cause keywords in its summary, causes and actions.
+pub fn outcome(tr: &crate::pipeline::Trace, keywords: &[String]) -> Outcome {
+    let wire = crate::diagnosis::payload(&tr.diagnosis)
+        .ok()
+        .and_then(|b| published(&b));
+    // Keywords are read from what subscribers get when it parses.
+    let d = wire.as_ref().unwrap_or(&tr.diagnosis);
+    let mut text = d.summary.clone();
+    for pc in &d.probable_causes {
+        text.push(' ');
+        text.push_str(&pc.cause);
+    }
+    for a in &d.actions {
+        text.push(' ');
+        text.push_str(a);
+    }
+    Outcome {
+        mode: tr.diagnosis.mode,
+        valid: wire.is_some(),
+        found: keyword_hits(&text, keywords),
+        expected: keywords.len(),
+    }
+}
+
+/// What one case's answer scored.
+#[derive(Debug, Clone, Copy)]
+pub struct Outcome {
+    pub mode: crate::diagnosis::Mode,
+    /// The published bytes parsed into the wire contract.
+    pub valid: bool,
+    /// Expected-cause keyword groups found, and how many the case has.
+    pub found: usize,
+    pub expected: usize,
+}
+
+/// Cause-keyword scores of the answers of one mode.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct KeywordStats {
+    pub cases: usize,
+    /// Share of these answers naming at least one expected cause; None without answers.
+    pub keyword_hit_rate: Option<f64>,
+    /// Share of these answers' expected keywords found.
+    pub keyword_recall: Option<f64>,
+}
+
+/// Validity and keyword scores over every case.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Scores {
+    pub json_valid_rate: f64,
+    pub full: KeywordStats,
+    pub degraded: KeywordStats,
+    pub triage: KeywordStats,
+    /// Share of all cases answered in full, validly, naming an expected cause:
+    /// what `bench --decide` compares.
+    pub accuracy: f64,
+}
+
+/// Scores every case. Keyword rates are per mode: a degraded or triage
+/// answer is the manuals' own text, so its hits say nothing of the model's.
+pub fn score(outcomes: &[Outcome]) -> Scores {
+    use crate::diagnosis::Mode;
+    let of = |mode: Mode| {
+        let m: Vec<&Outcome> = outcomes.iter().filter(|o| o.mode == mode).collect();
+        let hits = m.iter().filter(|o| o.found > 0).count();
+        let found: usize = m.iter().map(|o| o.found).sum();
+        let expected: usize = m.iter().map(|o| o.expected).sum();
+        KeywordStats {
+            cases: m.len(),
+            keyword_hit_rate: (!m.is_empty()).then(|| hits as f64 / m.len() as f64),
+            keyword_recall: (expected > 0).then(|| found as f64 / expected as f64),
+        }
+    };
+    let n = outcomes.len().max(1) as f64;
+    let valid = outcomes.iter().filter(|o| o.valid).count();
+    let accurate = outcomes
+        .iter()
+        .filter(|o| o.mode == Mode::Full && o.valid && o.found > 0)
+        .count();
+    Scores {
+        json_valid_rate: valid as f64 / n,
+        full: of(Mode::Full),
+        degraded: of(Mode::Degraded),
+        triage: of(Mode::Triage),
+        accuracy: accurate as f64 / n,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn trace(d: crate::diagnosis::Diagnosis, raw: Option<&str>) -> crate::pipeline::Trace {
+        crate::pipeline::Trace {
+            diagnosis: d,
+            first: raw.map(|r| crate::llm::GenOutput {
+                draft: serde_json::from_str(r).unwrap_or_default(),
+                raw: r.to_string(),
+                ..Default::default()
+            }),
+            hits: Vec::new(),
+        }
+    }
+
+    fn answer(mode: crate::diagnosis::Mode) -> crate::diagnosis::Diagnosis {
+        crate::diagnosis::Diagnosis {
+            alarm_id: "a1".into(),
+            equipment: "ME1".into(),
+            code: "LO-PRESS-LO".into(),
+            summary: "low lube oil pressure".into(),
+            probable_causes: vec![crate::diagnosis::Cause {
+                cause: "clogged filter".into(),
+                likelihood: "high".into(),
+            }],
+            actions: vec!["check the filter".into()],
+            sources: vec![],
+            mode,
+            model: "m.gguf".into(),
+            timings: Default::default(),
+            ts: "2026-01-01T00:00:00Z".into(),
+        }
+    }
+
+    const DRAFT: &str = r#"{"summary":"low oil","probable_causes":[{"cause":"filter","likelihood":"high"}],"actions":[],"sources":[]}"#;
+
+    // Issue J item 4: validity is judged on the published bytes, not on a
+    // rendering of the model's draft (which the schema path makes valid by
+    // construction).
+    #[test]
+    fn json_validity_is_judged_on_the_published_bytes() {
+        use crate::diagnosis::Mode;
+        // A clean draft, but a timing serde writes as null: subscribers get
+        // a payload that does not parse into the contract.
+        let mut d = answer(Mode::Full);
+        d.timings.ttft_ms = f64::NAN;
+        assert!(!published_json_valid(&trace(d, Some(DRAFT))));
+        // An empty summary on the wire breaks the contract whatever the draft said.
+        let mut d = answer(Mode::Full);
+        d.summary.clear();
+        assert!(!published_json_valid(&trace(d, Some(DRAFT))));
+        // The slot produced nothing, and the degraded answer published is valid JSON.
+        assert!(published_json_valid(&trace(answer(Mode::Degraded), None)));
+        assert!(published_json_valid(&trace(
+            answer(Mode::Full),
+            Some(DRAFT)
+        )));
+    }
+
+    // Issue J item 4: keyword hits of degraded answers (built from the
+    // manuals' own text) must not count as the model's.
+    #[test]
+    fn keyword_hit_rate_counts_full_answers_only() {
+        use crate::diagnosis::Mode;
+        let o = |mode, valid, found| Outcome {
+            mode,
+            valid,
+            found,
+            expected: 2,
+        };
+        let s = score(&[
+            o(Mode::Full, true, 0),
+            o(Mode::Full, true, 2),
+            o(Mode::Degraded, true, 2),
+            o(Mode::Degraded, true, 1),
+            o(Mode::Full, false, 1),
+        ]);
+        assert_eq!(s.full.cases, 3);
+        assert_eq!(s.full.keyword_hit_rate, Some(2.0 / 3.0));
+        assert_eq!(s.full.keyword_recall, Some(0.5));
+        assert_eq!(s.degraded.cases, 2);
+        assert_eq!(s.degraded.keyword_hit_rate, Some(1.0));
+        assert_eq!(s.degraded.keyword_recall, Some(0.75));
+        assert_eq!(s.triage, KeywordStats::default());
+        assert_eq!(s.json_valid_rate, 0.8);
+        // Only the valid full answer with a hit is accurate: 1 of 5.
+        assert_eq!(s.accuracy, 0.2);
+    }
+
+    #[test]
+    fn no_answers_of_a_mode_leave_its_rates_empty() {
+        let s = score(&[]);
+        assert_eq!(s.full.keyword_hit_rate, None);
+        assert_eq!(s.accuracy, 0.0);
+    }
 
     #[test]
     fn keyword_alternatives_match_either_language() {
@@ -243,32 +444,33 @@ pub struct FullReport {
     pub style: String,
     pub cases: usize,
     pub retrieval_hit_at_3: f64,
-    /// Share of first attempts whose raw output parsed into the schema.
+    /// Share of cases whose published payload (the bytes the daemon sends)
+    /// parses into the diagnosis contract.
     pub json_valid_rate: f64,
     pub empty_summaries: usize,
     pub full_rate: f64,
     pub degraded_rate: f64,
-    /// Share of cases with at least one expected-cause keyword in the diagnosis.
-    pub keyword_hit_rate: f64,
-    /// Share of all expected keywords found.
-    pub keyword_recall: f64,
+    /// Share of full answers with at least one expected-cause keyword.
+    pub keyword_hit_rate: Option<f64>,
+    /// Share of the expected keywords found in full answers.
+    pub keyword_recall: Option<f64>,
+    /// The same for degraded answers (the manuals' own text), kept apart.
+    pub degraded: KeywordStats,
+    /// The same for triage answers; eval has no queue, so normally none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub triage: Option<KeywordStats>,
+    /// Share of all cases answered in full, validly, with an expected cause.
+    pub accuracy: f64,
     pub prompt_tokens_p50: f64,
     pub prompt_tokens_max: f64,
     pub generated_tokens_mean: f64,
     /// Tokens of the static prefix (template + system prompt + user head).
     pub prefix_tokens: usize,
-    /// Median TTFT over every `TTFT_EVERY`-th case, each read from an empty cache.
-    pub ttft_cold_ms: f64,
-    /// Median TTFT of every case read with only the static prefix cached.
-    pub ttft_prefix_ms_p50: f64,
-    /// Median TTFT over the same cases repeated at once with a
-    /// new value (and id): only the alarm block is read again.
-    pub ttft_repeat_ms: f64,
-    /// Cases measured cold, on a prefix hit and repeated.
-    pub ttft_cases: usize,
-    /// Medians of the per-case ratios to cold, over the same cases.
-    pub prefix_over_cold: f64,
-    pub repeat_over_cold: f64,
+    /// TTFT cold (every `TTFT_EVERY`-th case, from an empty cache), on a
+    /// prefix hit (every case) and repeated at once with a new value; medians
+    /// over the probes that succeeded, and how many failed.
+    #[serde(flatten)]
+    pub ttft: crate::ttft::TtftStats,
     pub latency_ms_p50: f64,
     pub latency_ms_p90: f64,
     pub latency_ms_p99: f64,
@@ -350,18 +552,22 @@ async fn ttft_only(
     slot: &mut crate::llm::Slot,
     alarm: &Alarm,
     style: crate::llm::Style,
-) -> f64 {
+) -> crate::ttft::Probe {
+    use crate::ttft::Probe;
     if !matches!(style, crate::llm::Style::Schema) {
         let tr = pipeline.diagnose_traced(slot, alarm, style).await;
-        return tr.first.as_ref().map_or(0.0, |o| o.ttft_ms);
+        return Probe::of(tr.first.as_ref().map(|o| o.ttft_ms));
     }
     let (hits, ms) = pipeline.retrieve(alarm);
     let mut p = pipeline.prepare(alarm, hits, ms, false, style);
     p.request.max_tokens = 1;
     let wd = pipeline.cfg.watchdog;
-    slot.run(p.request, &wd, wd.deadline)
-        .await
-        .map_or(0.0, |o| o.ttft_ms)
+    Probe::of(
+        slot.run(p.request, &wd, wd.deadline)
+            .await
+            .ok()
+            .map(|o| o.ttft_ms),
+    )
 }
 
 /// Runs every case through `pipeline` on `slot`, each with only the static
@@ -375,80 +581,55 @@ pub async fn run_full(
     style: crate::llm::Style,
     progress: bool,
 ) -> FullReport {
+    use crate::ttft::{CaseProbes, Probe};
     let n = cases.len().max(1) as f64;
-    let (mut valid, mut empty, mut full, mut kw_cases, mut kw_found, mut kw_total, mut hit3) =
-        (0, 0, 0, 0, 0, 0, 0);
-    let (mut prompt, mut gen, mut ttft, mut lat, mut tps) =
-        (vec![], vec![], vec![], vec![], vec![]);
+    let (mut empty, mut hit3) = (0, 0);
+    let (mut prompt, mut gen, mut lat, mut tps) = (vec![], vec![], vec![], vec![]);
+    let (mut outcomes, mut probes) = (vec![], vec![]);
     let prefix_tokens = pipeline
         .model
         .static_prefix()
         .map(|p| pipeline.model.prompt_tokens(&p))
         .unwrap_or(0);
-    let (mut cold, mut repeat, mut r_prefix, mut r_repeat) = (vec![], vec![], vec![], vec![]);
-    let ttft_of = |tr: &crate::pipeline::Trace| tr.first.as_ref().map_or(0.0, |o| o.ttft_ms);
     for (i, c) in cases.iter().enumerate() {
-        let mut cold_ms = None;
-        if i % TTFT_EVERY == 0 {
+        let probed = i % TTFT_EVERY == 0;
+        let mut cold = Probe::Skipped;
+        if probed {
             slot.keep_cache(0).await;
-            cold_ms = Some(ttft_only(pipeline, slot, &c.alarm, style).await);
+            cold = ttft_only(pipeline, slot, &c.alarm, style).await;
         }
         slot.keep_cache(prefix_tokens).await;
         let t = std::time::Instant::now();
         let tr = pipeline.diagnose_traced(slot, &c.alarm, style).await;
         lat.push(t.elapsed().as_secs_f64() * 1e3);
-        let d = &tr.diagnosis;
         if gold_rank(&tr.hits, &c.gold).is_some() {
             hit3 += 1;
         }
         if let Some(out) = &tr.first {
-            let parsed = serde_json::from_str::<crate::llm::schema::Draft>(&out.raw);
-            if parsed.is_ok_and(|p| !p.summary.trim().is_empty() && !p.probable_causes.is_empty()) {
-                valid += 1;
-            }
             prompt.push(f64::from(out.prompt_tokens));
             gen.push(f64::from(out.generated_tokens));
-            ttft.push(out.ttft_ms);
             if out.generation_ms > 0.0 {
                 tps.push(f64::from(out.generated_tokens) / (out.generation_ms / 1e3));
             }
         }
-        if d.summary.trim().is_empty() {
+        if tr.diagnosis.summary.trim().is_empty() {
             empty += 1;
         }
-        if d.mode == crate::diagnosis::Mode::Full {
-            full += 1;
-        }
-        let mut text = d.summary.clone();
-        for pc in &d.probable_causes {
-            text.push(' ');
-            text.push_str(&pc.cause);
-        }
-        for a in &d.actions {
-            text.push(' ');
-            text.push_str(a);
-        }
-        let k = keyword_hits(&text, &c.keywords);
-        kw_found += k;
-        kw_total += c.keywords.len();
-        if k > 0 {
-            kw_cases += 1;
-        }
-        if let Some(cold_ms) = cold_ms {
+        outcomes.push(outcome(&tr, &c.keywords));
+        let mut repeat = Probe::Skipped;
+        if probed {
             // The same alarm again at once, as a sensor repeats it: new id,
             // new reading. Its passages are still cached.
             let mut again = c.alarm.clone();
             again.id.push_str("-again");
             again.value = again.value.map(|v| v + 0.1);
-            let rep = ttft_only(pipeline, slot, &again, style).await;
-            let pre = ttft_of(&tr);
-            cold.push(cold_ms);
-            repeat.push(rep);
-            if cold_ms > 0.0 {
-                r_prefix.push(pre / cold_ms);
-                r_repeat.push(rep / cold_ms);
-            }
+            repeat = ttft_only(pipeline, slot, &again, style).await;
         }
+        probes.push(CaseProbes {
+            cold,
+            prefix: Probe::of(tr.first.as_ref().map(|o| o.ttft_ms)),
+            repeat,
+        });
         if progress {
             eprint!("\reval {}/{} {:<40}", i + 1, cases.len(), c.case);
         }
@@ -456,40 +637,29 @@ pub async fn run_full(
     if progress {
         eprintln!();
     }
-    for v in [
-        &mut prompt,
-        &mut gen,
-        &mut lat,
-        &mut tps,
-        &mut ttft,
-        &mut cold,
-        &mut repeat,
-        &mut r_prefix,
-        &mut r_repeat,
-    ] {
+    for v in [&mut prompt, &mut gen, &mut lat, &mut tps] {
         v.sort_by(f64::total_cmp);
     }
+    let scores = score(&outcomes);
     FullReport {
         model: pipeline.model.info.name.clone(),
         style: format!("{style:?}"),
         cases: cases.len(),
         retrieval_hit_at_3: hit3 as f64 / n,
-        json_valid_rate: valid as f64 / n,
+        json_valid_rate: scores.json_valid_rate,
         empty_summaries: empty,
-        full_rate: full as f64 / n,
-        degraded_rate: 1.0 - full as f64 / n,
-        keyword_hit_rate: kw_cases as f64 / n,
-        keyword_recall: kw_found as f64 / kw_total.max(1) as f64,
+        full_rate: scores.full.cases as f64 / n,
+        degraded_rate: 1.0 - scores.full.cases as f64 / n,
+        keyword_hit_rate: scores.full.keyword_hit_rate,
+        keyword_recall: scores.full.keyword_recall,
+        degraded: scores.degraded,
+        triage: (scores.triage.cases > 0).then_some(scores.triage),
+        accuracy: scores.accuracy,
         prompt_tokens_p50: percentile(&prompt, 0.5),
         prompt_tokens_max: prompt.last().copied().unwrap_or(0.0),
         generated_tokens_mean: gen.iter().sum::<f64>() / gen.len().max(1) as f64,
         prefix_tokens,
-        ttft_cold_ms: percentile(&cold, 0.5),
-        ttft_prefix_ms_p50: percentile(&ttft, 0.5),
-        ttft_repeat_ms: percentile(&repeat, 0.5),
-        ttft_cases: r_prefix.len(),
-        prefix_over_cold: percentile(&r_prefix, 0.5),
-        repeat_over_cold: percentile(&r_repeat, 0.5),
+        ttft: crate::ttft::stats(&probes),
         latency_ms_p50: percentile(&lat, 0.5),
         latency_ms_p90: percentile(&lat, 0.9),
         latency_ms_p99: percentile(&lat, 0.99),

@@ -33,4 +33,5 @@ pub mod prompt;
 pub mod queue;
 pub mod retrieval;
 pub mod systemd;
+pub mod ttft;
 pub mod watchdog;
