@@ -362,7 +362,7 @@ pub async fn worker(
                 .await
                 .map_err(crate::daemon::DaemonError::from)?;
         let pipeline = crate::pipeline::Pipeline {
-            index,
+            index: Arc::new(crate::retrieval::LiveIndex::new(index)),
             model,
             cfg: Arc::new(cfg2),
             counters,

@@ -5,7 +5,8 @@
 //! thin I/O shell: what to publish and when an alarm may be acknowledged is
 //! decided by `delivery::Delivery`, what is kept on disk by `outbox`, who is
 //! diagnosed first by `queue`. Each long-lived task is an async fn taking a
-//! `CancellationToken`; only `main` listens for signals. On cancel, unfinished
+//! `CancellationToken`; only `main` listens for signals, and asks for an index
+//! reload through a `Notify` (see `reload`). On cancel, unfinished
 //! alarms are left unacknowledged so the broker redelivers them to the next
 //! start, and the slot threads are cancelled and joined before exit.
 
@@ -27,7 +28,7 @@ use crate::mqtt::{self, Inbound, PollerTx, Topics};
 use crate::outbox::Outbox;
 use crate::pipeline::{Counters, Pipeline};
 use crate::queue::{Offer, Scheduler};
-use crate::retrieval::Index;
+use crate::retrieval::{Index, LiveIndex};
 use crate::systemd::{self, Notifier};
 
 #[derive(Debug, thiserror::Error)]
@@ -108,7 +109,7 @@ pub async fn load(
 pub async fn load_pipeline(cfg: Config, warm: bool) -> Result<(Pipeline, Vec<Slot>), DaemonError> {
     let (index, model, slots, counters) = load(&cfg, warm).await?;
     let pipeline = Pipeline {
-        index,
+        index: Arc::new(LiveIndex::new(index)),
         model,
         cfg: Arc::new(cfg),
         counters,
@@ -149,8 +150,13 @@ struct Done {
     slot: Option<usize>,
 }
 
-/// Runs the daemon until `cancel` fires.
-pub async fn run(cfg: Config, cancel: CancellationToken) -> Result<(), DaemonError> {
+/// Runs the daemon until `cancel` fires; each `reload` notification reopens
+/// the index.
+pub async fn run(
+    cfg: Config,
+    reload: Arc<Notify>,
+    cancel: CancellationToken,
+) -> Result<(), DaemonError> {
     let notifier = Arc::new(Notifier::from_env());
     // Everything that can fail on a bad config or state dir is checked before
     // the model loads: it is quicker to report, and nothing is decoding yet.
@@ -174,7 +180,7 @@ pub async fn run(cfg: Config, cancel: CancellationToken) -> Result<(), DaemonErr
     let cfg = Arc::new(cfg);
     let shared = Arc::new(Shared {
         pipeline: Pipeline {
-            index,
+            index: Arc::new(LiveIndex::new(index)),
             model,
             cfg: cfg.clone(),
             counters,
@@ -200,6 +206,15 @@ pub async fn run(cfg: Config, cancel: CancellationToken) -> Result<(), DaemonErr
         &mqtt_turned,
         &cancel,
     );
+    tracker.spawn(crate::reload::run(
+        crate::reload::Reloader {
+            path: cfg.knowledge.index.clone(),
+            index: shared.pipeline.index.clone(),
+            notifier: notifier.clone(),
+        },
+        reload,
+        cancel.clone(),
+    ));
     let mut hub = Hub::new(shared, client, outbox, notifier.clone());
     hub.serve(events, qos0, done_rx, &cancel).await;
     shutdown(hub, tracker, workers, hard).await;

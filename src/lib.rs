@@ -15,6 +15,7 @@
 //!    `systemd` reports readiness, status and liveness throughout.
 //!
 //! `config` is read once at start; `logging` picks journald or stderr.
+//! `reload` swaps in a rebuilt index on SIGHUP, between jobs.
 
 pub mod alarm;
 pub mod bench;
@@ -31,6 +32,7 @@ pub mod outbox;
 pub mod pipeline;
 pub mod prompt;
 pub mod queue;
+pub mod reload;
 pub mod retrieval;
 pub mod systemd;
 pub mod ttft;

@@ -2,10 +2,12 @@
 //! run the chosen command, map the outcome to an exit code. Nothing else.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Parser;
 use tidewatch::cli::{self, Cli, Command, IndexCommand};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 /// EX_CONFIG from sysexits.h: the unit file's RestartPreventExitStatus=78
@@ -136,7 +138,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     shutdown_signal().await;
                     c.cancel();
                 });
-                tidewatch::daemon::run(cfg, cancel).await
+                let reload = Arc::new(Notify::new());
+                // Installed before the model loads: SIGHUP's default action
+                // would end the process, and `systemctl reload` may come early.
+                reload_signal(reload.clone())?;
+                tidewatch::daemon::run(cfg, reload, cancel).await?;
+                anyhow::Ok(())
             })?;
             Ok(())
         }
@@ -164,4 +171,19 @@ async fn shutdown_signal() {
         _ = term.recv() => tracing::info!("SIGTERM received"),
         _ = int.recv() => tracing::info!("SIGINT received"),
     }
+}
+
+/// Turns each SIGHUP (`systemctl reload`) into an index reload request.
+fn reload_signal(reload: Arc<Notify>) -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hup = signal(SignalKind::hangup()).context("cannot listen for SIGHUP")?;
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            tracing::info!("SIGHUP received; reloading the index");
+            // A stored permit: a SIGHUP during a reload (or before the daemon
+            // waits for one) is not lost, and a burst makes one more reload.
+            reload.notify_one();
+        }
+    });
+    Ok(())
 }

@@ -16,7 +16,7 @@ use crate::diagnosis::{self, dedup_sources, Cause, Diagnosis, Mode, Source, Timi
 use crate::llm::schema::passage_index;
 use crate::llm::{GenOutput, GenRequest, Model, Slot, SlotCounters, SlotFailure, Style};
 use crate::prompt::{self, strip_think};
-use crate::retrieval::{Hit, Index, Query};
+use crate::retrieval::{Hit, LiveIndex, Query};
 
 /// Counters published on the status topic.
 #[derive(Debug, Default)]
@@ -49,7 +49,9 @@ impl Counters {
 }
 
 pub struct Pipeline {
-    pub index: Arc<Index>,
+    /// Swappable, so `systemctl reload` can bring in updated manuals; each
+    /// job reads it once, in `retrieve`.
+    pub index: Arc<LiveIndex>,
     pub model: Arc<Model>,
     pub cfg: Arc<Config>,
     pub counters: Arc<Counters>,
@@ -72,8 +74,12 @@ pub struct Prepared {
 }
 
 impl Pipeline {
+    /// The passages for an alarm, from the index in use now. Called once per
+    /// job (the retry reuses its hits), so a reload while a job runs leaves
+    /// that job's passages, and the P-labels its prompt cites, untouched.
     pub fn retrieve(&self, alarm: &Alarm) -> (Vec<Hit>, f64) {
         let t = Instant::now();
+        let index = self.index.current();
         let q = Query {
             text: alarm.query_text(),
             code: Some(alarm.code.clone()),
@@ -81,7 +87,7 @@ impl Pipeline {
         };
         let k = self.cfg.knowledge.top_k;
         // A few spare candidates, for the translations `for_prompt` drops.
-        let hits = match self.index.search(&q, k + 3) {
+        let hits = match index.search(&q, k + 3) {
             Ok(h) => crate::retrieval::prompt_passages(h, k, &q.text, &alarm.code),
             Err(e) => {
                 tracing::error!(error = %e, "retrieval failed; answering without passages");

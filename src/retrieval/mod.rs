@@ -2,12 +2,14 @@
 //!
 //! The interface is narrow on purpose: `build_file` writes an index from a
 //! knowledge folder, `Index::open` maps one, `Index::search` ranks passages for a
-//! `Query`. Ranking is BM25 over Latin words and CJK bigrams, plus boosts for an
-//! exact alarm-code match, an equipment-class match and the query's language.
+//! `Query`, and `LiveIndex` holds the one in use so a reload can swap it.
+//! Ranking is BM25 over Latin words and CJK bigrams, plus boosts for an exact
+//! alarm-code match, an equipment-class match and the query's language.
 //! This module never talks to the model or the network.
 
 pub mod index;
 pub mod knowledge;
+mod live;
 pub mod tokenize;
 
 use std::path::{Path, PathBuf};
@@ -15,6 +17,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use index::{Bytes, RawIndex};
+pub use live::LiveIndex;
 use tokenize::{has_cjk, terms};
 
 /// Why an index could not be built, opened or read.

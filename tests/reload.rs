@@ -1,0 +1,270 @@
+//! Issue J item 3: manuals update without a restart. SIGHUP (what
+//! `systemctl reload` sends) reopens `[knowledge] index` between jobs; a bad
+//! index is refused by name and the old one stays in use.
+
+mod common;
+
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::*;
+use nix::sys::signal::Signal;
+
+const T: Duration = Duration::from_secs(90);
+
+/// A copy of knowledge/ without the main engine lube oil manuals (both
+/// languages), so their passages cannot be retrieved until a reload.
+fn knowledge_without_lube_oil(dir: &Path) -> PathBuf {
+    let out = dir.join("knowledge-partial");
+    copy_tree(&repo().join("knowledge"), &out, &|name| {
+        !name.starts_with("main_engine_lube_oil")
+    });
+    out
+}
+
+fn copy_tree(from: &Path, to: &Path, keep: &dyn Fn(&str) -> bool) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &to.join(&name), keep);
+        } else if keep(&name) {
+            std::fs::copy(e.path(), to.join(&name)).unwrap();
+        }
+    }
+}
+
+/// `config`, pointed at `index` instead of the shared test index.
+fn config_with_index(dir: &Path, port: u16, prefix: &str, index: &Path) -> PathBuf {
+    let p = config(dir, port, prefix, "", "");
+    let text = std::fs::read_to_string(&p).unwrap();
+    let shared = format!("index = \"{}\"", common::index().display());
+    assert!(text.contains(&shared), "config() changed; update reload.rs");
+    let text = text.replace(&shared, &format!("index = \"{}\"", index.display()));
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Replaces `path` the way an operator (or `tidewatch index build`) should:
+/// write beside it, then rename over it, so a mapping of the old file stays valid.
+fn replace_by_rename(path: &Path, bytes: &[u8]) {
+    let tmp = path.with_extension("new");
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+fn occurrences(d: &Daemon, needle: &str) -> usize {
+    d.log().matches(needle).count()
+}
+
+fn cites_lube_oil(d: &serde_json::Value) -> bool {
+    d["sources"].as_array().unwrap().iter().any(|s| {
+        s["doc"]
+            .as_str()
+            .unwrap()
+            .starts_with("main_engine_lube_oil")
+    })
+}
+
+async fn ask_lube_oil(c: &mut Client, id: &str) -> serde_json::Value {
+    // The alarm end_to_end.rs proves the test model cites the lube oil manual for.
+    let d = c
+        .ask(
+            "reload",
+            id,
+            "ME1",
+            "ME-LO-PRES-LO",
+            "critical",
+            "main_engine_lube_oil",
+            "主机滑油进口压力低，备用泵已启动",
+        )
+        .await;
+    assert_full_diagnosis_shape(&d);
+    d
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reopens_the_index_and_a_bad_index_is_refused_keeping_the_old_one() {
+    let _serial = common::serial();
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join("knowledge.twx");
+    tidewatch::retrieval::build_file(&knowledge_without_lube_oil(dir.path()), &index).unwrap();
+    let cfg = config_with_index(dir.path(), broker.port, "reload", &index);
+    let mut c = Client::connect(broker.port, "reload", "reload-client").await;
+    let mut d = Daemon::start(&cfg, &[]);
+    assert!(
+        d.wait_log("tidewatch ready", T),
+        "daemon never became ready:\n{}",
+        d.log()
+    );
+
+    let before = ask_lube_oil(&mut c, "r-1").await;
+    assert!(
+        !cites_lube_oil(&before),
+        "the lube oil manual is not in the index yet: {before}"
+    );
+
+    // The manuals are updated: a new index is built aside and renamed into place.
+    let fresh = dir.path().join("fresh.twx");
+    tidewatch::retrieval::build_file(&repo().join("knowledge"), &fresh).unwrap();
+    std::fs::rename(&fresh, &index).unwrap();
+    d.signal(Signal::SIGHUP);
+    assert!(
+        d.wait_log("index reloaded", Duration::from_secs(20)),
+        "no reload after SIGHUP:\n{}",
+        d.log()
+    );
+    let after = ask_lube_oil(&mut c, "r-2").await;
+    assert!(
+        cites_lube_oil(&after),
+        "the reloaded index's lube oil manual should be cited: {after}"
+    );
+
+    // A damaged index must be refused by name, and the good one kept.
+    replace_by_rename(&index, b"this is not a tidewatch index at all");
+    d.signal(Signal::SIGHUP);
+    assert!(
+        d.wait_log("index reload refused", Duration::from_secs(20)),
+        "no refusal after SIGHUP with a damaged index:\n{}",
+        d.log()
+    );
+    let log = d.log();
+    let refusal = log
+        .lines()
+        .find(|l| l.contains("index reload refused"))
+        .unwrap();
+    assert!(
+        refusal.contains(&index.display().to_string()) && refusal.contains("not a tidewatch index"),
+        "the refusal should name the file and the reason: {refusal}"
+    );
+    assert_eq!(occurrences(&d, "index reloaded"), 1, "{log}");
+    let still = ask_lube_oil(&mut c, "r-3").await;
+    assert!(
+        cites_lube_oil(&still),
+        "the previous (good) index should still answer: {still}"
+    );
+    assert!(
+        d.child.try_wait().unwrap().is_none(),
+        "the daemon should still run:\n{}",
+        d.log()
+    );
+}
+
+fn notify_socket(dir: &Path) -> (UnixDatagram, PathBuf) {
+    let p = dir.join("notify.sock");
+    let s = UnixDatagram::bind(&p).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    (s, p)
+}
+
+/// Reads notifications until `until` holds for what arrived, or `timeout`.
+fn drain_until(
+    sock: &UnixDatagram,
+    got: &mut Vec<String>,
+    timeout: Duration,
+    until: impl Fn(&[String]) -> bool,
+) -> bool {
+    let t = Instant::now();
+    let mut buf = [0u8; 4096];
+    while t.elapsed() < timeout {
+        if until(got) {
+            return true;
+        }
+        if let Ok(n) = sock.recv(&mut buf) {
+            got.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+        }
+    }
+    until(got)
+}
+
+fn count(got: &[String], pred: impl Fn(&str) -> bool) -> usize {
+    got.iter().filter(|m| pred(m)).count()
+}
+
+/// For Type=notify, `systemctl reload` shows the unit "reloading" from
+/// RELOADING=1 (with MONOTONIC_USEC, which systemd 253+ wants alongside it)
+/// until READY=1; a refused reload must end with READY=1 too, or the unit
+/// would stay "reloading" until systemd's timeout.
+#[test]
+fn reload_is_announced_reloading_then_ready_also_when_refused() {
+    let _serial = common::serial();
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join("knowledge.twx");
+    tidewatch::retrieval::build_file(&repo().join("knowledge"), &index).unwrap();
+    let cfg = config_with_index(dir.path(), broker.port, "rnotify", &index);
+    let (sock, path) = notify_socket(dir.path());
+    let p = path.display().to_string();
+    let d = Daemon::start(&cfg, &[("NOTIFY_SOCKET", &p)]);
+    let mut got = Vec::new();
+    let ready = |g: &[String]| count(g, |m| m == "READY=1");
+    assert!(
+        drain_until(&sock, &mut got, T, |g| ready(g) == 1),
+        "no READY=1: {got:?}\n{}",
+        d.log()
+    );
+
+    d.signal(Signal::SIGHUP);
+    assert!(
+        drain_until(&sock, &mut got, Duration::from_secs(20), |g| ready(g) == 2),
+        "no READY=1 after a reload: {got:?}\n{}",
+        d.log()
+    );
+    let first_ready = got.iter().position(|m| m == "READY=1").unwrap();
+    let reloading = got
+        .iter()
+        .position(|m| m.lines().any(|l| l == "RELOADING=1"))
+        .unwrap_or_else(|| panic!("no RELOADING=1: {got:?}"));
+    let second_ready = got.iter().rposition(|m| m == "READY=1").unwrap();
+    assert!(
+        first_ready < reloading && reloading < second_ready,
+        "order: {got:?}"
+    );
+    let usec = got[reloading]
+        .lines()
+        .find_map(|l| l.strip_prefix("MONOTONIC_USEC="))
+        .unwrap_or_else(|| panic!("RELOADING=1 without MONOTONIC_USEC: {got:?}"));
+    assert!(usec.parse::<u64>().unwrap() > 0, "{usec}");
+    assert!(
+        got[reloading..second_ready]
+            .iter()
+            .any(|m| m.starts_with("STATUS=") && m.contains("reloaded")),
+        "no STATUS saying the index was reloaded: {got:?}"
+    );
+
+    // A missing index: refused, and the reload still ends with READY=1.
+    std::fs::remove_file(&index).unwrap();
+    d.signal(Signal::SIGHUP);
+    assert!(
+        drain_until(&sock, &mut got, Duration::from_secs(20), |g| ready(g) == 3),
+        "no READY=1 after a refused reload: {got:?}\n{}",
+        d.log()
+    );
+    let reloadings = count(&got, |m| m.lines().any(|l| l == "RELOADING=1"));
+    assert_eq!(reloadings, 2, "{got:?}");
+    let third_ready = got.iter().rposition(|m| m == "READY=1").unwrap();
+    assert!(
+        got[second_ready..third_ready]
+            .iter()
+            .any(|m| m.starts_with("STATUS=") && m.contains("refused")),
+        "no STATUS saying the reload was refused: {got:?}"
+    );
+    assert!(
+        d.wait_log("index reload refused", Duration::from_secs(5)),
+        "{}",
+        d.log()
+    );
+    let log = d.log();
+    let refusal = log
+        .lines()
+        .find(|l| l.contains("index reload refused"))
+        .unwrap();
+    assert!(
+        refusal.contains(&index.display().to_string()),
+        "the refusal should name the file: {refusal}"
+    );
+}
