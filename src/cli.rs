@@ -98,6 +98,15 @@ pub enum Command {
         /// Use this model instead of the config's llm.model
         #[arg(long)]
         model: Option<PathBuf>,
+        /// Generation speed instead of accuracy: every 3rd case diagnosed with
+        /// speculative decoding off, then on (the config's draft settings, or
+        /// the defaults when llm.speculative is off), from the same cache
+        #[arg(long, conflicts_with_all = ["retrieval", "prompts", "interleaved"])]
+        speculation: bool,
+        /// Prompt cache instead of accuracy: TTFT of N alarms cold, then the
+        /// same alarms repeated with a new reading after 11 others
+        #[arg(long, value_name = "N", value_parser = usize_in(1, 1000), conflicts_with_all = ["retrieval", "prompts"])]
+        interleaved: Option<usize>,
     },
     /// Measure speed and memory on this machine (and accuracy with --decide)
     ///
@@ -447,6 +456,8 @@ pub struct EvalRun<'a> {
     pub json: bool,
     /// Prompt token counts only; no generation.
     pub prompts: bool,
+    pub speculation: bool,
+    pub interleaved: Option<usize>,
 }
 
 pub async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CliError> {
@@ -457,6 +468,8 @@ pub async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CliError
         style,
         json,
         prompts,
+        speculation,
+        interleaved,
     } = run;
     let mut cs = crate::eval::load_cases(cases)?;
     cs.truncate(limit.unwrap_or(usize::MAX));
@@ -474,9 +487,34 @@ pub async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CliError
         crate::llm::Style::Schema
     };
     let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    if speculation {
+        let lookup = pipeline.cfg.llm.lookup.unwrap_or(DEFAULT_LOOKUP);
+        let r = crate::eval_speed::run_spec(
+            &pipeline,
+            &mut slots[0],
+            &cs,
+            crate::eval::TTFT_EVERY,
+            lookup,
+            progress,
+        )
+        .await;
+        return print_report(&r, json);
+    }
+    if let Some(n) = interleaved {
+        let r = crate::eval_speed::run_interleaved(&pipeline, &mut slots[0], &cs, n, 11, progress)
+            .await;
+        return print_report(&r, json);
+    }
     let r = crate::eval::run_full(&pipeline, &mut slots[0], &cs, style, progress).await;
     print_report(&r, json)
 }
+
+/// What `eval --speculation` compares against when the config has it off.
+const DEFAULT_LOOKUP: crate::llm::lookup::Lookup = crate::llm::lookup::Lookup {
+    draft_max: 4,
+    ngram_min: 2,
+    ngram_max: 4,
+};
 
 /// A report as JSON, or as one `key value` line per field.
 fn print_report<T: serde::Serialize>(r: &T, json: bool) -> Result<(), CliError> {

@@ -25,6 +25,7 @@ pub mod daemon;
 pub mod delivery;
 pub mod diagnosis;
 pub mod eval;
+pub mod eval_speed;
 pub mod llm;
 pub mod logging;
 pub mod mqtt;

@@ -70,6 +70,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             style,
             json,
             model,
+            speculation,
+            interleaved,
         } => {
             if retrieval {
                 let index = match (index, &config) {
@@ -93,6 +95,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 style: &style,
                 json,
                 prompts,
+                speculation,
+                interleaved,
             };
             runtime()?.block_on(cli::eval_full(cfg, run))?;
             Ok(())

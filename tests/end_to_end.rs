@@ -224,3 +224,115 @@ fn passage_items_shortens_the_prompt_to_the_alarms_own_sections() {
         "prompt tokens with passage_items 0 and 3: {tokens:?}"
     );
 }
+
+/// Issue H: an alarm that repeats with a new reading after 11 other alarms
+/// still finds its prompt in the slot's cache of recent prompts and reads only
+/// its alarm block; without the cache it reads everything past the static
+/// prefix again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alarm_repeated_after_eleven_others_resumes_its_saved_prompt() {
+    let _serial = common::serial();
+    let broker = Broker::start();
+    let mut shares = Vec::new();
+    for cache_mib in [192, 0] {
+        let dir = tempfile::tempdir().unwrap();
+        let prefix = format!("pc{cache_mib}");
+        let cfg = config(
+            dir.path(),
+            broker.port,
+            &prefix,
+            &format!("max_tokens = 24\nprompt_cache_mib = {cache_mib}"),
+            "[queue]\ndedup_window_s = 0\n",
+        );
+        let mut c = Client::connect(broker.port, &prefix, &format!("{prefix}-client")).await;
+        let d = Daemon::start(&cfg, &[]);
+        assert!(d.wait_log("tidewatch ready", T), "{}", d.log());
+        let kinds = [
+            (
+                "ME1",
+                "ME-JCW-TEMP-HI",
+                "main_engine_cooling",
+                "JCW outlet temp high",
+            ),
+            ("DG2", "DG-REV-PWR", "generator", "reverse power trip"),
+            ("BUOY-07", "BAT-VOLT-LO", "battery", "battery voltage low"),
+            ("AIS", "AIS-GPS-LOST", "ais", "AIS lost GPS"),
+        ];
+        let mut last = serde_json::Value::Null;
+        for i in 0..13 {
+            // The first and the last are the same ME1 alarm (new id and reading).
+            let (eq, code, kind, msg) = if i == 0 || i == 12 {
+                kinds[0]
+            } else {
+                kinds[1 + i % 3]
+            };
+            let eq = if i == 0 || i == 12 {
+                eq.to_string()
+            } else {
+                format!("{eq}-{i}")
+            };
+            let body = serde_json::json!({
+                "id": format!("pc-{i}"), "ts": "2026-11-30T04:12:00Z", "equipment": eq,
+                "code": code, "severity": "major", "kind": kind, "message": msg,
+                "value": 90.0 + i as f64,
+            });
+            c.publish(&format!("{prefix}/alarm/{eq}"), body.to_string())
+                .await;
+            last = c
+                .expect(&format!("{prefix}/diagnosis/{eq}"), T, |v| {
+                    v["alarm_id"] == format!("pc-{i}")
+                })
+                .await;
+        }
+        let t = &last["timings"];
+        let share = t["cached_tokens"].as_f64().unwrap() / t["prompt_tokens"].as_f64().unwrap();
+        shares.push(share);
+        eprintln!(
+            "prompt_cache_mib {cache_mib}: repeat read {} of {} prompt tokens from cache",
+            t["cached_tokens"], t["prompt_tokens"]
+        );
+    }
+    assert!(
+        shares[0] > 0.8,
+        "with the cache the repeat should reuse most of its prompt: {shares:?}"
+    );
+    assert!(
+        shares[1] < 0.7,
+        "without the cache only the static prefix is shared: {shares:?}"
+    );
+}
+
+/// Issue H: with speculation on, drafts are proposed and verified, and the
+/// answer is a whole diagnosis.
+#[test]
+fn lookup_speculation_drafts_and_verifies_and_the_answer_is_whole() {
+    let _serial = common::serial();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        free_port(),
+        "spec",
+        "speculative = \"lookup\"\ntemperature = 0.0",
+        "",
+    );
+    let d = diagnose_cli(
+        dir.path(),
+        &cfg,
+        &alarm(
+            "sp-1",
+            "ME1",
+            "ME-LO-PRES-LO",
+            "critical",
+            "main_engine_lube_oil",
+            "main engine lube oil inlet pressure low, standby pump started",
+        ),
+    );
+    assert_full_diagnosis_shape(&d);
+    let t = &d["timings"];
+    let (drafted, accepted) = (
+        t["draft_tokens"].as_u64().unwrap(),
+        t["accepted_tokens"].as_u64().unwrap(),
+    );
+    assert!(drafted > 0, "no drafts proposed: {d}");
+    assert!(accepted <= drafted, "{d}");
+}

@@ -361,24 +361,9 @@ impl<'m> SlotState<'m> {
             // a decode, so prompt reading needs no small chunks for the
             // watchdog's sake (small chunks cost prompt throughput).
             let end = (i + self.n_batch).min(tokens.len());
-            self.batch.clear();
-            for (j, t) in tokens[i..end].iter().enumerate() {
-                let pos = (self.kv.len() + j) as i32;
-                let last = i + j + 1 == tokens.len();
-                self.batch
-                    .add(*t, pos, &[0], last)
-                    .map_err(|e| LlmError::Decode(e.to_string()))?;
-            }
-            self.ctx.decode(&mut self.batch).map_err(|e| {
-                if self.progress.cancelled() {
-                    LlmError::Cancelled
-                } else {
-                    LlmError::Decode(e.to_string())
-                }
-            })?;
-            self.kv.extend_from_slice(&tokens[i..end]);
+            let n = tokens.len();
+            self.decode_batch(&tokens[i..end], |j| i + j + 1 == n)?;
             last_idx = (end - i - 1) as i32;
-            self.progress.tick(self.generated);
             i = end;
         }
         Ok(last_idx)
@@ -403,10 +388,20 @@ impl<'m> SlotState<'m> {
         if self.progress.cancelled() {
             return Err(LlmError::Cancelled);
         }
+        self.decode_batch(tokens, |_| true)
+    }
+
+    /// One llama_decode of `tokens` after the cache; `logits(j)` says which
+    /// rows get logits.
+    fn decode_batch(
+        &mut self,
+        tokens: &[LlamaToken],
+        logits: impl Fn(usize) -> bool,
+    ) -> Result<(), LlmError> {
         self.batch.clear();
         for (j, t) in tokens.iter().enumerate() {
             self.batch
-                .add(*t, (self.kv.len() + j) as i32, &[0], true)
+                .add(*t, (self.kv.len() + j) as i32, &[0], logits(j))
                 .map_err(|e| LlmError::Decode(e.to_string()))?;
         }
         self.ctx.decode(&mut self.batch).map_err(|e| {
@@ -828,7 +823,15 @@ impl<'m> SlotState<'m> {
             let mut batch = Vec::with_capacity(draft.len() + 1);
             batch.push(t);
             batch.extend_from_slice(&draft);
+            let tt = Instant::now();
             self.decode_rows(&batch)?;
+            // What a verification costs against a single step decides
+            // whether lookup pays on a machine (README, speculative decoding).
+            tracing::trace!(
+                rows = batch.len(),
+                ms = tt.elapsed().as_secs_f64() * 1e3,
+                "draft verified"
+            );
             self.drafted += draft.len() as u32;
             let mut kept = 0;
             for (i, d) in draft.iter().enumerate() {

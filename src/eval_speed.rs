@@ -1,0 +1,388 @@
+//! Generation-speed measurements for `tidewatch eval --speculation` and
+//! `--interleaved`: speculative decoding off and on over the same prompts,
+//! and the prompt cache with other alarms in between.
+//!
+//! Owns the procedures (which probe runs when, on which cache) and the pure
+//! statistics over their results. Medians are over per-case measurements
+//! taken in one run, so they compare like with like on a busy machine too.
+
+use serde::Serialize;
+
+use crate::eval::{keyword_hits, percentile, Case};
+use crate::llm::lookup::Lookup;
+use crate::pipeline::{Pipeline, Trace};
+
+/// One case diagnosed with speculation off, then on.
+#[derive(Debug, Clone, Default)]
+pub struct SpecCase {
+    pub off_gen_ms: f64,
+    pub on_gen_ms: f64,
+    pub off_tokens: u32,
+    pub on_tokens: u32,
+    pub drafted: u32,
+    pub accepted: u32,
+    /// Summary, causes, actions and sources the same.
+    pub identical: bool,
+    pub off_keyword_hit: bool,
+    pub on_keyword_hit: bool,
+    /// Both answers came from the model (not degraded).
+    pub both_full: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SpecReport {
+    pub model: String,
+    pub draft_max: usize,
+    pub ngram_min: usize,
+    pub ngram_max: usize,
+    pub cases: usize,
+    /// Medians of generation time (first token to last) per diagnosis.
+    pub gen_ms_off_p50: f64,
+    pub gen_ms_on_p50: f64,
+    /// Median of the per-case ratios on / off.
+    pub gen_on_over_off_p50: f64,
+    /// Model-chosen tokens per second of generation, medians.
+    pub tokens_per_s_off_p50: f64,
+    pub tokens_per_s_on_p50: f64,
+    /// Accepted draft tokens over drafted ones, all cases together.
+    pub acceptance_rate: f64,
+    pub drafted_per_diagnosis: f64,
+    pub accepted_per_diagnosis: f64,
+    /// Diagnoses the same with and without speculation (temperature 0:
+    /// differences are near-ties broken differently by batched numerics).
+    pub identical: usize,
+    pub temperature: f32,
+    pub keyword_hit_off: f64,
+    pub keyword_hit_on: f64,
+    pub both_full: usize,
+}
+
+pub fn spec_report(cases: &[SpecCase]) -> SpecReport {
+    let med = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        percentile(&v, 0.5)
+    };
+    let tps = |tok: u32, ms: f64| {
+        if ms > 0.0 {
+            f64::from(tok) / (ms / 1e3)
+        } else {
+            0.0
+        }
+    };
+    let n = cases.len().max(1) as f64;
+    let drafted: u64 = cases.iter().map(|c| u64::from(c.drafted)).sum();
+    let accepted: u64 = cases.iter().map(|c| u64::from(c.accepted)).sum();
+    SpecReport {
+        cases: cases.len(),
+        gen_ms_off_p50: med(cases.iter().map(|c| c.off_gen_ms).collect()),
+        gen_ms_on_p50: med(cases.iter().map(|c| c.on_gen_ms).collect()),
+        gen_on_over_off_p50: med(cases
+            .iter()
+            .filter(|c| c.off_gen_ms > 0.0)
+            .map(|c| c.on_gen_ms / c.off_gen_ms)
+            .collect()),
+        tokens_per_s_off_p50: med(cases
+            .iter()
+            .map(|c| tps(c.off_tokens, c.off_gen_ms))
+            .collect()),
+        tokens_per_s_on_p50: med(cases
+            .iter()
+            .map(|c| tps(c.on_tokens, c.on_gen_ms))
+            .collect()),
+        acceptance_rate: if drafted > 0 {
+            accepted as f64 / drafted as f64
+        } else {
+            0.0
+        },
+        drafted_per_diagnosis: drafted as f64 / n,
+        accepted_per_diagnosis: accepted as f64 / n,
+        identical: cases.iter().filter(|c| c.identical).count(),
+        keyword_hit_off: cases.iter().filter(|c| c.off_keyword_hit).count() as f64 / n,
+        keyword_hit_on: cases.iter().filter(|c| c.on_keyword_hit).count() as f64 / n,
+        both_full: cases.iter().filter(|c| c.both_full).count(),
+        ..Default::default()
+    }
+}
+
+fn answer(t: &Trace) -> serde_json::Value {
+    let d = &t.diagnosis;
+    serde_json::json!([
+        d.summary,
+        d.probable_causes,
+        d.actions,
+        d.sources,
+        d.mode.as_str()
+    ])
+}
+
+fn keyword_hit(t: &Trace, keywords: &[String]) -> bool {
+    let d = &t.diagnosis;
+    d.mode == crate::diagnosis::Mode::Full
+        && d.probable_causes
+            .iter()
+            .any(|c| keyword_hits(&c.cause, keywords) > 0)
+}
+
+/// The same pipeline with speculation set to `lookup`.
+fn with_lookup(p: &Pipeline, lookup: Option<Lookup>) -> Pipeline {
+    let mut cfg = (*p.cfg).clone();
+    cfg.llm.lookup = lookup;
+    Pipeline {
+        index: p.index.clone(),
+        model: p.model.clone(),
+        cfg: std::sync::Arc::new(cfg),
+        counters: p.counters.clone(),
+    }
+}
+
+/// Every `every`-th case diagnosed with speculation off, then with `lookup`,
+/// each from the static prefix alone.
+pub async fn run_spec(
+    pipeline: &Pipeline,
+    slot: &mut crate::llm::Slot,
+    cases: &[Case],
+    every: usize,
+    lookup: Lookup,
+    progress: bool,
+) -> SpecReport {
+    let off = with_lookup(pipeline, None);
+    let on = with_lookup(pipeline, Some(lookup));
+    let prefix = pipeline
+        .model
+        .static_prefix()
+        .map(|p| pipeline.model.prompt_tokens(&p))
+        .unwrap_or(0);
+    let mut out = Vec::new();
+    let picked: Vec<&Case> = cases.iter().step_by(every.max(1)).collect();
+    for (i, c) in picked.iter().enumerate() {
+        slot.keep_cache(prefix).await;
+        let a = off
+            .diagnose_traced(slot, &c.alarm, crate::llm::Style::Schema)
+            .await;
+        slot.keep_cache(prefix).await;
+        let b = on
+            .diagnose_traced(slot, &c.alarm, crate::llm::Style::Schema)
+            .await;
+        let (ga, gb) = (
+            a.first.clone().unwrap_or_default(),
+            b.first.clone().unwrap_or_default(),
+        );
+        let full = |t: &Trace| t.diagnosis.mode == crate::diagnosis::Mode::Full;
+        out.push(SpecCase {
+            off_gen_ms: ga.generation_ms,
+            on_gen_ms: gb.generation_ms,
+            off_tokens: ga.generated_tokens,
+            on_tokens: gb.generated_tokens,
+            drafted: gb.draft_tokens,
+            accepted: gb.accepted_tokens,
+            identical: answer(&a) == answer(&b),
+            off_keyword_hit: keyword_hit(&a, &c.keywords),
+            on_keyword_hit: keyword_hit(&b, &c.keywords),
+            both_full: full(&a) && full(&b),
+        });
+        if !answer(&a).eq(&answer(&b)) {
+            tracing::info!(case = %c.case, off = %answer(&a), on = %answer(&b), "speculation changed the answer");
+        }
+        if progress {
+            eprint!("\rspeculation {}/{} {:<40}", i + 1, picked.len(), c.case);
+        }
+    }
+    if progress {
+        eprintln!();
+    }
+    SpecReport {
+        model: pipeline.model.info.name.clone(),
+        draft_max: lookup.draft_max,
+        ngram_min: lookup.ngram_min,
+        ngram_max: lookup.ngram_max,
+        temperature: pipeline.cfg.llm.temperature,
+        ..spec_report(&out)
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct InterleavedReport {
+    pub model: String,
+    /// Alarms between an alarm and its repeat.
+    pub gap: usize,
+    pub repeats: usize,
+    pub prompt_cache_mib: u32,
+    /// Median TTFT from an empty cache (the repeated cases' prompts).
+    pub ttft_cold_ms: Option<f64>,
+    /// Median TTFT of the repeats, with `gap` other alarms in between.
+    pub ttft_repeat_ms: Option<f64>,
+    /// Median of the per-case ratios repeat / cold.
+    pub repeat_over_cold: Option<f64>,
+    /// Repeats that read less than a quarter of their prompt.
+    pub resumed: usize,
+    pub failed: usize,
+    /// Anonymous RSS of this process before the run and after the cache filled.
+    pub rss_anon_mib_before: f64,
+    pub rss_anon_mib_after: f64,
+}
+
+/// Per-case ratio medians over cases where both probes succeeded.
+pub fn ratio_p50(pairs: &[(Option<f64>, Option<f64>)]) -> Option<f64> {
+    let mut r: Vec<f64> = pairs
+        .iter()
+        .filter_map(|p| match p {
+            (Some(c), Some(x)) if *c > 0.0 => Some(x / c),
+            _ => None,
+        })
+        .collect();
+    if r.is_empty() {
+        return None;
+    }
+    r.sort_by(f64::total_cmp);
+    Some(percentile(&r, 0.5))
+}
+
+fn rss_anon_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("RssAnon:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0)
+}
+
+/// One probe: the prompt the daemon builds for `alarm`, a one-token budget.
+async fn probe(
+    pipeline: &Pipeline,
+    slot: &mut crate::llm::Slot,
+    alarm: &crate::alarm::Alarm,
+) -> Option<crate::llm::GenOutput> {
+    let (hits, ms) = pipeline.retrieve(alarm);
+    let mut p = pipeline.prepare(alarm, hits, ms, false, crate::llm::Style::Schema);
+    p.request.max_tokens = 1;
+    let wd = pipeline.cfg.watchdog;
+    slot.run(p.request, &wd, wd.deadline).await.ok()
+}
+
+/// Cold TTFT of `n` cases; then the cases in groups of `gap + 1`, each group
+/// probed in order and then repeated in the same order (new id, new
+/// reading), so every repeat comes after exactly `gap` other prompts, on the
+/// slot's prompt cache.
+pub async fn run_interleaved(
+    pipeline: &Pipeline,
+    slot: &mut crate::llm::Slot,
+    cases: &[Case],
+    n: usize,
+    gap: usize,
+    progress: bool,
+) -> InterleavedReport {
+    let before = rss_anon_mib();
+    let cases: Vec<&Case> = cases.iter().take(n).collect();
+    let mut cold = Vec::new();
+    for c in &cases {
+        slot.keep_cache(0).await;
+        cold.push(probe(pipeline, slot, &c.alarm).await.map(|o| o.ttft_ms));
+    }
+    // An empty cache, saved prompts included; from here on nothing is cleared.
+    slot.keep_cache(0).await;
+    let mut repeat = vec![None; cold.len()];
+    let (mut resumed, mut failed) = (0, 0);
+    let group = gap + 1;
+    for (g, chunk) in cases.chunks(group).enumerate() {
+        for c in chunk {
+            if probe(pipeline, slot, &c.alarm).await.is_none() {
+                failed += 1;
+            }
+        }
+        for (k, c) in chunk.iter().enumerate() {
+            let mut again = c.alarm.clone();
+            again.id.push_str("-again");
+            again.value = Some(again.value.unwrap_or(1.0) + 0.1);
+            match probe(pipeline, slot, &again).await {
+                Some(o) => {
+                    if (o.prompt_tokens.saturating_sub(o.reused_tokens)) * 4 < o.prompt_tokens {
+                        resumed += 1;
+                    }
+                    repeat[g * group + k] = Some(o.ttft_ms).filter(|t| *t > 0.0);
+                }
+                None => failed += 1,
+            }
+        }
+        if progress {
+            eprint!("\rinterleaved {}/{}", (g + 1) * group, cases.len());
+        }
+    }
+    if progress {
+        eprintln!();
+    }
+    let med = |v: &[Option<f64>]| {
+        let mut v: Vec<f64> = v.iter().flatten().copied().collect();
+        v.sort_by(f64::total_cmp);
+        (!v.is_empty()).then(|| percentile(&v, 0.5))
+    };
+    let pairs: Vec<(Option<f64>, Option<f64>)> =
+        cold.iter().copied().zip(repeat.iter().copied()).collect();
+    InterleavedReport {
+        model: pipeline.model.info.name.clone(),
+        gap,
+        repeats: cold.len(),
+        prompt_cache_mib: pipeline.cfg.llm.prompt_cache_mib,
+        ttft_cold_ms: med(&cold),
+        ttft_repeat_ms: med(&repeat),
+        repeat_over_cold: ratio_p50(&pairs),
+        resumed,
+        failed,
+        rss_anon_mib_before: before,
+        rss_anon_mib_after: rss_anon_mib(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn speculation_stats_compare_the_same_cases() {
+        let cases = [
+            SpecCase {
+                off_gen_ms: 1000.0,
+                on_gen_ms: 500.0,
+                off_tokens: 100,
+                on_tokens: 100,
+                drafted: 60,
+                accepted: 45,
+                identical: true,
+                off_keyword_hit: true,
+                on_keyword_hit: true,
+                both_full: true,
+            },
+            SpecCase {
+                off_gen_ms: 2000.0,
+                on_gen_ms: 1500.0,
+                off_tokens: 100,
+                on_tokens: 110,
+                drafted: 40,
+                accepted: 5,
+                identical: false,
+                off_keyword_hit: true,
+                on_keyword_hit: false,
+                both_full: true,
+            },
+        ];
+        let r = spec_report(&cases);
+        assert_eq!(r.cases, 2);
+        assert_eq!(r.identical, 1);
+        assert!((r.acceptance_rate - 0.5).abs() < 1e-9);
+        assert!((r.keyword_hit_off - 1.0).abs() < 1e-9);
+        assert!((r.keyword_hit_on - 0.5).abs() < 1e-9);
+        // Per-case ratios 0.5 and 0.75: the median of two is the lower here.
+        assert!(r.gen_on_over_off_p50 <= 0.75 && r.gen_on_over_off_p50 >= 0.5);
+    }
+
+    #[test]
+    fn ratios_skip_cases_where_a_probe_failed() {
+        let pairs = [
+            (Some(1000.0), Some(100.0)),
+            (None, Some(5.0)),
+            (Some(800.0), None),
+        ];
+        assert_eq!(ratio_p50(&pairs), Some(0.1));
+        assert_eq!(ratio_p50(&[(None, None)]), None);
+    }
+}
