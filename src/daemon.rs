@@ -348,6 +348,9 @@ struct Hub {
     outbox: Outbox,
     /// Acks the client's queue refused; retried on the next tick.
     unsent_acks: Vec<Publish>,
+    /// Connected and the alarm subscription not yet confirmed.
+    subscribe_pending: bool,
+    subscribed_ms: u64,
     ready: bool,
     last_status_ms: u64,
 }
@@ -373,6 +376,8 @@ impl Hub {
             delivery,
             outbox,
             unsent_acks: Vec::new(),
+            subscribe_pending: false,
+            subscribed_ms: 0,
             ready: false,
             last_status_ms: 0,
         }
@@ -406,17 +411,14 @@ impl Hub {
                 // session lost the subscription too, and one that kept it
                 // treats the repeat as a no-op.
                 tracing::info!(session_present, "connected to the broker");
-                if let Err(e) = self
-                    .client
-                    .try_subscribe(self.topics.alarms(), rumqttc::QoS::AtLeastOnce)
-                {
-                    tracing::error!(error = %e, "cannot subscribe to alarms");
-                }
+                self.subscribe_pending = true;
+                self.subscribe();
                 let out = self.delivery.connected(now);
                 self.carry_out(out);
                 self.publish_status();
             }
             Inbound::SubAck => {
+                self.subscribe_pending = false;
                 // READY only once subscribed: before that an alarm published
                 // by a sensor would have no subscriber and be dropped.
                 if !self.ready {
@@ -433,9 +435,22 @@ impl Hub {
                 self.carry_out(out);
             }
             Inbound::Disconnected { dropped, .. } => {
+                self.subscribe_pending = false;
                 self.delivery.disconnected(dropped);
                 self.unsent_acks.clear();
             }
+        }
+    }
+
+    /// Asks for the alarm subscription; retried on ticks until the SUBACK,
+    /// since a full client queue refuses the request rather than wait.
+    fn subscribe(&mut self) {
+        self.subscribed_ms = self.s.now_ms();
+        if let Err(e) = self
+            .client
+            .try_subscribe(self.topics.alarms(), rumqttc::QoS::AtLeastOnce)
+        {
+            tracing::warn!(error = %e, "cannot subscribe to alarms yet; retrying");
         }
     }
 
@@ -444,6 +459,9 @@ impl Hub {
         if self.delivery.is_connected() {
             for p in std::mem::take(&mut self.unsent_acks) {
                 self.ack(p);
+            }
+            if self.subscribe_pending && now.saturating_sub(self.subscribed_ms) >= 5_000 {
+                self.subscribe();
             }
         }
         let out = self.delivery.tick(now);
