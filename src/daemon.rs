@@ -395,15 +395,15 @@ impl Hub {
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => return,
-                Some(ev) = events.recv() => self.on_event(ev),
-                Some(p) = qos0.recv() => self.intake(p),
+                Some(ev) = events.recv() => self.on_event(ev).await,
+                Some(p) = qos0.recv() => self.intake(p).await,
                 Some(d) = done.recv() => self.finish(d.alarms, d.diagnosis, d.slot),
                 _ = tick.tick() => self.on_tick(),
             }
         }
     }
 
-    fn on_event(&mut self, ev: Inbound) {
+    async fn on_event(&mut self, ev: Inbound) {
         let now = self.s.now_ms();
         match ev {
             Inbound::Connected { session_present } => {
@@ -428,7 +428,7 @@ impl Hub {
                     tracing::info!(broker = %format!("{}:{}", cfg.host, cfg.port), "tidewatch ready");
                 }
             }
-            Inbound::Alarm(p) => self.intake(p),
+            Inbound::Alarm(p) => self.intake(p).await,
             Inbound::Sent(pkid) => self.delivery.sent(pkid),
             Inbound::PubAck(pkid) => {
                 let out = self.delivery.puback(pkid, now);
@@ -504,7 +504,10 @@ impl Hub {
         }
     }
 
-    fn reject(&mut self, p: Publish, reason: String) {
+    /// Reports a rejected alarm on the error topic and acknowledges it. The
+    /// report waits (briefly) for room in the client's queue: in a flood of
+    /// bad payloads each still gets its report.
+    async fn reject(&mut self, p: Publish, reason: String) {
         self.s
             .pipeline
             .counters
@@ -518,21 +521,24 @@ impl Hub {
             "bytes": p.payload.len(),
             "ts": crate::diagnosis::now_rfc3339(),
         });
-        if let Err(e) = mqtt::publish_info(
-            &self.client,
+        let publish = self.client.publish(
             self.topics.error(),
-            err.to_string().into_bytes(),
+            rumqttc::QoS::AtMostOnce,
             false,
-        ) {
-            tracing::warn!(error = %e, "cannot publish error");
+            err.to_string().into_bytes(),
+        );
+        match tokio::time::timeout(Duration::from_secs(2), publish).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot publish error"),
+            Err(_) => tracing::warn!("cannot publish error: the mqtt client queue stayed full"),
         }
         self.ack(p);
     }
 
-    fn intake(&mut self, p: Publish) {
+    async fn intake(&mut self, p: Publish) {
         let equipment = match alarm::equipment_from_topic(&self.topics.prefix, &p.topic) {
             Ok(e) => e.to_string(),
-            Err(e) => return self.reject(p, e.to_string()),
+            Err(e) => return self.reject(p, e.to_string()).await,
         };
         let a = match alarm::parse(
             &p.payload,
@@ -540,7 +546,7 @@ impl Hub {
             self.s.pipeline.cfg.mqtt.max_alarm_bytes,
         ) {
             Ok(a) => a,
-            Err(e) => return self.reject(p, e.to_string()),
+            Err(e) => return self.reject(p, e.to_string()).await,
         };
         let key = Key::of(&p.topic, &p.payload);
         let (receipt, out) = self.delivery.received(key, p);
