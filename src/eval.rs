@@ -558,16 +558,22 @@ async fn ttft_only(
         let tr = pipeline.diagnose_traced(slot, alarm, style).await;
         return Probe::of(tr.first.as_ref().map(|o| o.ttft_ms));
     }
+    Probe::of(first_token(pipeline, slot, alarm).await.map(|o| o.ttft_ms))
+}
+
+/// The schema-path probe itself: the prompt the daemon builds for `alarm`,
+/// run with a one-token budget; None when the job failed.
+pub async fn first_token(
+    pipeline: &crate::pipeline::Pipeline,
+    slot: &mut crate::llm::Slot,
+    alarm: &Alarm,
+) -> Option<crate::llm::GenOutput> {
+    let style = crate::llm::Style::Schema;
     let (hits, ms) = pipeline.retrieve(alarm);
     let mut p = pipeline.prepare(alarm, hits, ms, false, style);
     p.request.max_tokens = 1;
     let wd = pipeline.cfg.watchdog;
-    Probe::of(
-        slot.run(p.request, &wd, wd.deadline)
-            .await
-            .ok()
-            .map(|o| o.ttft_ms),
-    )
+    slot.run(p.request, &wd, wd.deadline).await.ok()
 }
 
 /// Runs every case through `pipeline` on `slot`, each with only the static

@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use crate::eval::{keyword_hits, percentile, Case};
+use crate::eval::{first_token as probe, keyword_hits, percentile, Case};
 use crate::llm::lookup::Lookup;
 use crate::pipeline::{Pipeline, Trace};
 
@@ -245,19 +245,6 @@ fn rss_anon_mib() -> f64 {
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse::<f64>().ok())
         .map_or(0.0, |kib| kib / 1024.0)
-}
-
-/// One probe: the prompt the daemon builds for `alarm`, a one-token budget.
-async fn probe(
-    pipeline: &Pipeline,
-    slot: &mut crate::llm::Slot,
-    alarm: &crate::alarm::Alarm,
-) -> Option<crate::llm::GenOutput> {
-    let (hits, ms) = pipeline.retrieve(alarm);
-    let mut p = pipeline.prepare(alarm, hits, ms, false, crate::llm::Style::Schema);
-    p.request.max_tokens = 1;
-    let wd = pipeline.cfg.watchdog;
-    slot.run(p.request, &wd, wd.deadline).await.ok()
 }
 
 /// Cold TTFT of `n` cases; then the cases in groups of `gap + 1`, each group
