@@ -3,6 +3,8 @@
 //! A missing model or broker fails the test with instructions; nothing skips.
 #![allow(dead_code)]
 
+pub mod proxy;
+
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -482,6 +484,48 @@ impl Client {
                     let v: serde_json::Value = serde_json::from_slice(&p).unwrap_or_default();
                     if let Some(id) = v["alarm_id"].as_str().filter(|i| want.contains(*i)) {
                         *seen.entry(id.to_string()).or_insert(0) += 1;
+                        if seen.len() == want.len() {
+                            let quiet = tokio::time::Instant::now() + Duration::from_secs(5);
+                            deadline = deadline.min(quiet);
+                        }
+                    }
+                }
+                Ok(Some(_)) => {}
+                _ => return seen,
+            }
+        }
+    }
+}
+
+impl Client {
+    /// Like `count_diagnoses`, but keeps every copy: alarm_id -> the `ts` of
+    /// each diagnosis received for it (in arrival order).
+    pub async fn diagnosis_copies(
+        &mut self,
+        prefix: &str,
+        want: &std::collections::HashSet<String>,
+        timeout: Duration,
+    ) -> std::collections::HashMap<String, Vec<time::OffsetDateTime>> {
+        let mut seen: std::collections::HashMap<String, Vec<time::OffsetDateTime>> =
+            std::collections::HashMap::new();
+        let mut deadline = tokio::time::Instant::now() + timeout;
+        let dtopic = format!("{prefix}/diagnosis/");
+        loop {
+            match tokio::time::timeout_at(deadline, self.rx.recv()).await {
+                Ok(Some((t, p))) if t.starts_with(&dtopic) => {
+                    let v: serde_json::Value = serde_json::from_slice(&p).unwrap_or_default();
+                    if let Some(id) = v["alarm_id"].as_str().filter(|i| want.contains(*i)) {
+                        let ts = v["ts"]
+                            .as_str()
+                            .and_then(|t| {
+                                time::OffsetDateTime::parse(
+                                    t,
+                                    &time::format_description::well_known::Rfc3339,
+                                )
+                                .ok()
+                            })
+                            .unwrap_or_else(|| panic!("diagnosis without an RFC 3339 ts: {v}"));
+                        seen.entry(id.to_string()).or_default().push(ts);
                         if seen.len() == want.len() {
                             let quiet = tokio::time::Instant::now() + Duration::from_secs(5);
                             deadline = deadline.min(quiet);

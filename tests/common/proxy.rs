@@ -1,0 +1,126 @@
+//! A TCP proxy between the daemon and a real mosquitto that forwards MQTT
+//! packets verbatim except one: the broker's PUBACK for the first QoS 1
+//! PUBLISH the client sends on a topic containing `needle`. The broker has
+//! the message (subscribers get it); only the acknowledgement is lost, as on
+//! a flaky link that drops one packet without breaking the connection.
+
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+#[derive(Default)]
+struct Target {
+    /// Packet id of the PUBLISH whose PUBACK is to be dropped.
+    pkid: Option<u16>,
+    /// Set once that PUBACK was dropped; later ones pass.
+    dropped: bool,
+}
+
+pub struct PubackDropper {
+    pub port: u16,
+    target: Arc<Mutex<Target>>,
+}
+
+impl PubackDropper {
+    pub async fn start(broker_port: u16, needle: &str) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let target = Arc::new(Mutex::new(Target::default()));
+        let t = target.clone();
+        let needle = needle.to_string();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(broker) = TcpStream::connect(("127.0.0.1", broker_port)).await else {
+                    continue;
+                };
+                let (cr, cw) = client.into_split();
+                let (br, bw) = broker.into_split();
+                let (t1, t2, n) = (t.clone(), t.clone(), needle.clone());
+                tokio::spawn(pump(cr, bw, move |p| {
+                    let mut t = t1.lock().unwrap();
+                    if t.pkid.is_none() {
+                        if let Some(id) = qos1_publish_to(p, &n) {
+                            t.pkid = Some(id);
+                        }
+                    }
+                    true
+                }));
+                tokio::spawn(pump(br, cw, move |p| {
+                    let mut t = t2.lock().unwrap();
+                    let is_target = p[0] >> 4 == 4
+                        && p.len() >= 4
+                        && t.pkid == Some(u16::from_be_bytes([p[p.len() - 2], p[p.len() - 1]]));
+                    if is_target && !t.dropped {
+                        t.dropped = true;
+                        return false;
+                    }
+                    true
+                }));
+            }
+        });
+        PubackDropper { port, target }
+    }
+
+    /// Whether the PUBACK was seen and dropped.
+    pub fn dropped(&self) -> bool {
+        self.target.lock().unwrap().dropped
+    }
+}
+
+/// Copies whole MQTT packets from `r` to `w`, skipping those `keep` refuses.
+async fn pump(
+    mut r: tokio::net::tcp::OwnedReadHalf,
+    mut w: tokio::net::tcp::OwnedWriteHalf,
+    mut keep: impl FnMut(&[u8]) -> bool + Send + 'static,
+) {
+    let mut buf: Vec<u8> = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        while let Some(len) = packet_len(&buf) {
+            let p: Vec<u8> = buf.drain(..len).collect();
+            if keep(&p) && w.write_all(&p).await.is_err() {
+                return;
+            }
+        }
+        match r.read(&mut chunk).await {
+            Ok(0) | Err(_) => {
+                let _ = w.shutdown().await;
+                return;
+            }
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// Length of the first whole packet in `b` (fixed header + remaining length).
+fn packet_len(b: &[u8]) -> Option<usize> {
+    let mut rem = 0usize;
+    for i in 0..4 {
+        let byte = *b.get(1 + i)?;
+        rem |= ((byte & 0x7f) as usize) << (7 * i);
+        if byte & 0x80 == 0 {
+            let total = 2 + i + rem;
+            return (b.len() >= total).then_some(total);
+        }
+    }
+    None
+}
+
+/// The packet id of a QoS 1 PUBLISH whose topic contains `needle`.
+fn qos1_publish_to(p: &[u8], needle: &str) -> Option<u16> {
+    if p[0] >> 4 != 3 || (p[0] >> 1) & 3 != 1 {
+        return None;
+    }
+    let mut i = 1;
+    while p.get(i)? & 0x80 != 0 {
+        i += 1;
+    }
+    let body = &p[i + 1..];
+    let tlen = u16::from_be_bytes([*body.first()?, *body.get(1)?]) as usize;
+    let topic = std::str::from_utf8(body.get(2..2 + tlen)?).ok()?;
+    let id = body.get(2 + tlen..4 + tlen)?;
+    topic
+        .contains(needle)
+        .then(|| u16::from_be_bytes([id[0], id[1]]))
+}
