@@ -322,56 +322,37 @@ pub async fn worker(
     budget_mib: f64,
 ) -> Result<ComboResult, BenchError> {
     let rss = RssSampler::start();
-    let mut llm = cfg.llm.clone();
-    llm.model = c.model.clone();
-    llm.threads = c.threads;
-    llm.batch = c.batch;
-    llm.ctx = c.ctx;
+    let mut run = cfg.clone();
+    run.llm.model = c.model.clone();
+    run.llm.threads = c.threads;
+    run.llm.batch = c.batch;
+    run.llm.ctx = c.ctx;
+    run.llm.slots = 1;
+    // Every prompt is measured from a known cache: nothing saved to resume.
+    run.llm.prompt_cache_mib = 0;
+    let hard = run.watchdog.hard_timeout;
     let t = Instant::now();
-    let m = {
-        let (path, l) = (c.model.clone(), llm.clone());
-        tokio::task::spawn_blocking(move || crate::llm::Model::load(&path, &l))
-            .await
-            .map_err(|e| BenchError::Setup(e.to_string()))?
-            .map_err(crate::daemon::DaemonError::from)?
-    };
+    // The daemon's own loader (index, model, one slot), so what is measured
+    // is what `run` starts; cold, without the saved prefix, so TTFT compares.
+    let (pipeline, mut slots) = crate::daemon::load_pipeline(run, false).await?;
     let load_ms = t.elapsed().as_secs_f64() * 1e3;
-    let model = m.model.clone();
+    let model = pipeline.model.model.clone();
     let c2 = c.clone();
-    let ((pp, pp_sd), (tg, tg_sd)) = tokio::task::spawn_blocking(move || throughput(&model, &c2))
+    let measured = tokio::task::spawn_blocking(move || throughput(&model, &c2))
         .await
-        .map_err(|e| BenchError::Setup(e.to_string()))??;
-    let info = m.info.clone();
-    let mut cfg2 = cfg.clone();
-    cfg2.llm = llm;
+        .map_err(|e| BenchError::Setup(e.to_string()));
+    let ((pp, pp_sd), (tg, tg_sd)) = match measured {
+        Ok(Ok(m)) => m,
+        Ok(Err(e)) | Err(e) => {
+            crate::daemon::stop_slots(slots, hard).await;
+            return Err(e);
+        }
+    };
+    let info = pipeline.model.info.clone();
     let (mut ttft, mut latency, mut overhead) = (crate::ttft::TtftStats::default(), None, 0.0);
     if c.rag_cases > 0 && !cases.is_empty() {
-        let index = Arc::new(Index::open(&cfg2.knowledge.index)?);
-        let model = Arc::new(m);
-        let counters = Arc::new(crate::pipeline::Counters::default());
-        let settings = crate::llm::SlotSettings {
-            ctx: c.ctx,
-            batch: c.batch,
-            threads: c.threads,
-            cpus: cfg2.llm.cpus.clone(),
-            prefix: None,
-            prompt_cache_bytes: 0,
-        };
-        let mut slot =
-            crate::llm::Slot::start(0, model.model.clone(), settings, counters.slots.clone())
-                .await
-                .map_err(crate::daemon::DaemonError::from)?;
-        let pipeline = crate::pipeline::Pipeline {
-            index: Arc::new(crate::retrieval::LiveIndex::new(index)),
-            model,
-            cfg: Arc::new(cfg2),
-            counters,
-        };
-        let prefix_tokens = pipeline
-            .model
-            .static_prefix()
-            .map(|p| pipeline.model.prompt_tokens(&p))
-            .unwrap_or(0);
+        let slot = &mut slots[0];
+        let prefix_tokens = pipeline.model.static_prefix_tokens();
         let (mut probes, mut lats, mut wall, mut llama) = (vec![], vec![], 0.0, 0.0);
         // Each prompt twice: from an empty cache, then with only the static
         // prefix cached (as every daemon job starts), so the two compare.
@@ -381,7 +362,7 @@ pub async fn worker(
                 slot.keep_cache(keep).await;
                 let t = Instant::now();
                 let tr = pipeline
-                    .diagnose_traced(&mut slot, &case.alarm, crate::llm::Style::Schema)
+                    .diagnose_traced(slot, &case.alarm, crate::llm::Style::Schema)
                     .await;
                 if let Some(o) = tr.first {
                     ms[k] = Some(o.ttft_ms);
@@ -402,6 +383,7 @@ pub async fn worker(
         latency = (!lats.is_empty()).then(|| lats.iter().sum::<f64>() / lats.len() as f64);
         overhead = if llama > 0.0 { wall / llama - 1.0 } else { 0.0 };
     }
+    crate::daemon::stop_slots(slots, hard).await;
     let (anon, file, hwm) = rss.finish();
     let peak = hwm.max(anon + file);
     Ok(ComboResult {

@@ -450,32 +450,69 @@ pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
     (!cpus.is_empty()).then_some(cpus)
 }
 
+/// A rejected value: the key and what is wrong with it (the file is added by
+/// `validate`, which is the only place that knows it).
+type Bad = (&'static str, String);
+
+fn range<T: PartialOrd + std::fmt::Display + Copy>(
+    key: &'static str,
+    v: T,
+    lo: T,
+    hi: T,
+) -> Result<T, Bad> {
+    if v < lo || v > hi {
+        Err((key, format!("must be {lo}..={hi}, got {v}")))
+    } else {
+        Ok(v)
+    }
+}
+
 fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
-    let bad = |key: &'static str, problem: String| ConfigError::Invalid {
+    let RawConfig {
+        state_dir,
+        mqtt: m,
+        knowledge: k,
+        llm: l,
+        watchdog: w,
+        queue: q,
+        outbox: o,
+        log,
+    } = raw;
+    let sections = || -> Result<Config, Bad> {
+        if state_dir.as_os_str().is_empty() {
+            return Err(("state_dir", "must not be empty".into()));
+        }
+        Ok(Config {
+            path: path.to_owned(),
+            state_dir,
+            mqtt: mqtt(m)?,
+            knowledge: knowledge(k)?,
+            llm: llm(l)?,
+            watchdog: watchdog(&w)?,
+            queue: queue(&q)?,
+            outbox: OutboxConfig {
+                max_bytes: range("outbox.max_bytes", o.max_bytes, 4096, 1 << 34)?,
+            },
+            log_level: log_level(&log.level)?,
+        })
+    };
+    sections().map_err(|(key, problem)| ConfigError::Invalid {
         key,
         problem,
         path: path.to_owned(),
-    };
-    fn range<T: PartialOrd + std::fmt::Display + Copy>(v: T, lo: T, hi: T) -> Result<T, String> {
-        if v < lo || v > hi {
-            Err(format!("must be {lo}..={hi}, got {v}"))
-        } else {
-            Ok(v)
-        }
-    }
-    if raw.state_dir.as_os_str().is_empty() {
-        return Err(bad("state_dir", "must not be empty".into()));
-    }
-    let m = raw.mqtt;
+    })
+}
+
+fn mqtt(m: RawMqtt) -> Result<MqttConfig, Bad> {
     if m.host.trim().is_empty() {
-        return Err(bad("mqtt.host", "must not be empty".into()));
+        return Err(("mqtt.host", "must not be empty".into()));
     }
     if m.port == 0 {
-        return Err(bad("mqtt.port", "must be 1..=65535, got 0".into()));
+        return Err(("mqtt.port", "must be 1..=65535, got 0".into()));
     }
     let prefix = m.topic_prefix.trim_end_matches('/').to_string();
     if prefix.is_empty() || prefix.contains(['#', '+']) || prefix.starts_with('/') {
-        return Err(bad(
+        return Err((
             "mqtt.topic_prefix",
             format!(
                 "must be a non-empty topic without wildcards or a leading '/', got {:?}",
@@ -485,7 +522,7 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
     }
     let client_id = match m.client_id {
         Some(id) if id.is_empty() || id.len() > 128 => {
-            return Err(bad(
+            return Err((
                 "mqtt.client_id",
                 format!("must be 1..=128 bytes, got {} bytes", id.len()),
             ))
@@ -495,13 +532,10 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
         None => format!("tidewatch-{}", hostname()),
     };
     if m.password.is_some() && m.username.is_none() {
-        return Err(bad(
-            "mqtt.password",
-            "is set but mqtt.username is not".into(),
-        ));
+        return Err(("mqtt.password", "is set but mqtt.username is not".into()));
     }
-    range(m.keep_alive_s, 2, 600).map_err(|p| bad("mqtt.keep_alive_s", p))?;
-    range(m.max_alarm_bytes, 256, 1 << 20).map_err(|p| bad("mqtt.max_alarm_bytes", p))?;
+    range("mqtt.keep_alive_s", m.keep_alive_s, 2, 600)?;
+    range("mqtt.max_alarm_bytes", m.max_alarm_bytes, 256, 1 << 20)?;
     let tls = match m.tls {
         None => None,
         Some(t) => {
@@ -509,13 +543,13 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
                 (Some(c), Some(k)) => Some((c, k)),
                 (None, None) => None,
                 (Some(_), None) => {
-                    return Err(bad(
+                    return Err((
                         "mqtt.tls.key",
                         "is required when mqtt.tls.cert is set".into(),
                     ))
                 }
                 (None, Some(_)) => {
-                    return Err(bad(
+                    return Err((
                         "mqtt.tls.cert",
                         "is required when mqtt.tls.key is set".into(),
                     ))
@@ -527,18 +561,36 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
             })
         }
     };
-    let k = raw.knowledge;
-    range(k.top_k, 1, 20).map_err(|p| bad("knowledge.top_k", p))?;
-    let l = raw.llm;
-    range(l.threads, 1, 64).map_err(|p| bad("llm.threads", p))?;
-    range(l.ctx, 512, 32768).map_err(|p| bad("llm.ctx", p))?;
-    range(l.batch, 16, 8192).map_err(|p| bad("llm.batch", p))?;
-    range(l.max_tokens, 16, 4096).map_err(|p| bad("llm.max_tokens", p))?;
-    range(l.prompt_budget, 128, 16384).map_err(|p| bad("llm.prompt_budget", p))?;
-    range(l.passage_items, 0, 50).map_err(|p| bad("llm.passage_items", p))?;
-    range(l.slots, 1, 8).map_err(|p| bad("llm.slots", p))?;
+    Ok(MqttConfig {
+        host: m.host,
+        port: m.port,
+        client_id,
+        topic_prefix: prefix,
+        username: m.username,
+        password: m.password,
+        keep_alive: Duration::from_secs(m.keep_alive_s),
+        max_alarm_bytes: m.max_alarm_bytes,
+        tls,
+    })
+}
+
+fn knowledge(k: RawKnowledge) -> Result<KnowledgeConfig, Bad> {
+    Ok(KnowledgeConfig {
+        top_k: range("knowledge.top_k", k.top_k, 1, 20)?,
+        index: k.index,
+    })
+}
+
+fn llm(l: RawLlm) -> Result<LlmConfig, Bad> {
+    range("llm.threads", l.threads, 1, 64)?;
+    range("llm.ctx", l.ctx, 512, 32768)?;
+    range("llm.batch", l.batch, 16, 8192)?;
+    range("llm.max_tokens", l.max_tokens, 16, 4096)?;
+    range("llm.prompt_budget", l.prompt_budget, 128, 16384)?;
+    range("llm.passage_items", l.passage_items, 0, 50)?;
+    range("llm.slots", l.slots, 1, 8)?;
     if l.prompt_budget + l.max_tokens + 64 > l.ctx {
-        return Err(bad(
+        return Err((
             "llm.ctx",
             format!(
                 "must hold llm.prompt_budget + llm.max_tokens + 64 = {}, got {}",
@@ -548,13 +600,13 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
         ));
     }
     if !(0.0..=2.0).contains(&l.temperature) || !l.temperature.is_finite() {
-        return Err(bad(
+        return Err((
             "llm.temperature",
             format!("must be 0.0..=2.0, got {}", l.temperature),
         ));
     }
     let template = TemplateChoice::parse(&l.template).ok_or_else(|| {
-        bad(
+        (
             "llm.template",
             format!(
                 "must be one of auto, chatml, llama3, gemma, smollm; got {:?}",
@@ -562,11 +614,11 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
             ),
         )
     })?;
-    range(l.draft_max, 1, 32).map_err(|p| bad("llm.draft_max", p))?;
-    range(l.draft_ngram_min, 1, 8).map_err(|p| bad("llm.draft_ngram_min", p))?;
-    range(l.draft_ngram_max, 1, 8).map_err(|p| bad("llm.draft_ngram_max", p))?;
+    range("llm.draft_max", l.draft_max, 1, 32)?;
+    range("llm.draft_ngram_min", l.draft_ngram_min, 1, 8)?;
+    range("llm.draft_ngram_max", l.draft_ngram_max, 1, 8)?;
     if l.draft_ngram_min > l.draft_ngram_max {
-        return Err(bad(
+        return Err((
             "llm.draft_ngram_min",
             format!(
                 "must not exceed llm.draft_ngram_max ({}), got {}",
@@ -574,7 +626,7 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
             ),
         ));
     }
-    range(l.prompt_cache_mib, 0, 65_536).map_err(|p| bad("llm.prompt_cache_mib", p))?;
+    range("llm.prompt_cache_mib", l.prompt_cache_mib, 0, 65_536)?;
     let lookup = match l.speculative.as_str() {
         "off" => None,
         "lookup" => Some(crate::llm::lookup::Lookup {
@@ -583,7 +635,7 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
             ngram_max: l.draft_ngram_max as usize,
         }),
         other => {
-            return Err(bad(
+            return Err((
                 "llm.speculative",
                 format!("must be \"off\" or \"lookup\", got {other:?}"),
             ))
@@ -592,24 +644,43 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
     let cpus = match l.cpus {
         None => None,
         Some(s) => Some(parse_cpu_list(&s).ok_or_else(|| {
-            bad(
+            (
                 "llm.cpus",
                 format!("must be a CPU list like \"4-7\" or \"0,2,4-5\", got {s:?}"),
             )
         })?),
     };
-    let w = raw.watchdog;
+    Ok(LlmConfig {
+        model: l.model,
+        threads: l.threads,
+        ctx: l.ctx,
+        batch: l.batch,
+        max_tokens: l.max_tokens,
+        prompt_budget: l.prompt_budget,
+        passage_items: l.passage_items,
+        slots: l.slots,
+        cpus,
+        template,
+        seed: l.seed,
+        temperature: l.temperature,
+        thinking: l.thinking,
+        lookup,
+        prompt_cache_mib: l.prompt_cache_mib,
+    })
+}
+
+fn watchdog(w: &RawWatchdog) -> Result<WatchdogConfig, Bad> {
     for (key, v) in [
         ("watchdog.stall_timeout_s", w.stall_timeout_s),
         ("watchdog.deadline_s", w.deadline_s),
         ("watchdog.hard_timeout_s", w.hard_timeout_s),
     ] {
         if !v.is_finite() || !(0.1..=86_400.0).contains(&v) {
-            return Err(bad(key, format!("must be 0.1..=86400 seconds, got {v}")));
+            return Err((key, format!("must be 0.1..=86400 seconds, got {v}")));
         }
     }
     if w.stall_timeout_s > w.deadline_s {
-        return Err(bad(
+        return Err((
             "watchdog.stall_timeout_s",
             format!(
                 "must not exceed watchdog.deadline_s ({}), got {}",
@@ -617,66 +688,30 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
             ),
         ));
     }
-    let q = raw.queue;
-    range(q.capacity, 1, crate::queue::MAX_CAPACITY).map_err(|p| bad("queue.capacity", p))?;
-    range(q.dedup_window_s, 0, 86_400).map_err(|p| bad("queue.dedup_window_s", p))?;
-    range(raw.outbox.max_bytes, 4096, 1 << 34).map_err(|p| bad("outbox.max_bytes", p))?;
-    let level = raw.log.level;
-    if !["error", "warn", "info", "debug", "trace"].contains(&level.as_str()) {
-        return Err(bad(
+    Ok(WatchdogConfig {
+        stall_timeout: Duration::from_secs_f64(w.stall_timeout_s),
+        deadline: Duration::from_secs_f64(w.deadline_s),
+        hard_timeout: Duration::from_secs_f64(w.hard_timeout_s),
+    })
+}
+
+fn queue(q: &RawQueue) -> Result<QueueConfig, Bad> {
+    range("queue.capacity", q.capacity, 1, crate::queue::MAX_CAPACITY)?;
+    range("queue.dedup_window_s", q.dedup_window_s, 0, 86_400)?;
+    Ok(QueueConfig {
+        capacity: q.capacity,
+        dedup_window: Duration::from_secs(q.dedup_window_s),
+    })
+}
+
+fn log_level(level: &str) -> Result<String, Bad> {
+    if !["error", "warn", "info", "debug", "trace"].contains(&level) {
+        return Err((
             "log.level",
             format!("must be one of error, warn, info, debug, trace; got {level:?}"),
         ));
     }
-    Ok(Config {
-        path: path.to_owned(),
-        state_dir: raw.state_dir,
-        mqtt: MqttConfig {
-            host: m.host,
-            port: m.port,
-            client_id,
-            topic_prefix: prefix,
-            username: m.username,
-            password: m.password,
-            keep_alive: Duration::from_secs(m.keep_alive_s),
-            max_alarm_bytes: m.max_alarm_bytes,
-            tls,
-        },
-        knowledge: KnowledgeConfig {
-            index: k.index,
-            top_k: k.top_k,
-        },
-        llm: LlmConfig {
-            model: l.model,
-            threads: l.threads,
-            ctx: l.ctx,
-            batch: l.batch,
-            max_tokens: l.max_tokens,
-            prompt_budget: l.prompt_budget,
-            passage_items: l.passage_items,
-            slots: l.slots,
-            cpus,
-            template,
-            seed: l.seed,
-            temperature: l.temperature,
-            thinking: l.thinking,
-            lookup,
-            prompt_cache_mib: l.prompt_cache_mib,
-        },
-        watchdog: WatchdogConfig {
-            stall_timeout: Duration::from_secs_f64(w.stall_timeout_s),
-            deadline: Duration::from_secs_f64(w.deadline_s),
-            hard_timeout: Duration::from_secs_f64(w.hard_timeout_s),
-        },
-        queue: QueueConfig {
-            capacity: q.capacity,
-            dedup_window: Duration::from_secs(q.dedup_window_s),
-        },
-        outbox: OutboxConfig {
-            max_bytes: raw.outbox.max_bytes,
-        },
-        log_level: level,
-    })
+    Ok(level.to_string())
 }
 
 fn hostname() -> String {

@@ -193,7 +193,7 @@ pub fn published(payload: &[u8]) -> Option<crate::diagnosis::Diagnosis> {
     let likely = d
         .probable_causes
         .iter()
-        .all(|c| crate::llm::schema::LIKELIHOODS.contains(&c.likelihood.as_str()));
+        .all(|c| crate::llm::grammar::LIKELIHOODS.contains(&c.likelihood.as_str()));
     let causes = d.mode != crate::diagnosis::Mode::Full || !d.probable_causes.is_empty();
     (!d.summary.trim().is_empty() && likely && causes).then_some(d)
 }
@@ -500,11 +500,7 @@ pub struct PromptReport {
 
 /// Builds every case's prompt as the daemon would and counts its tokens.
 pub fn run_prompts(pipeline: &crate::pipeline::Pipeline, cases: &[Case]) -> PromptReport {
-    let prefix_tokens = pipeline
-        .model
-        .static_prefix()
-        .map(|p| pipeline.model.prompt_tokens(&p))
-        .unwrap_or(0);
+    let prefix_tokens = pipeline.model.static_prefix_tokens();
     let (mut prompt, mut suffix, mut share) = (vec![], vec![], vec![]);
     let (mut passages, mut gold) = (0usize, 0usize);
     for c in cases {
@@ -592,11 +588,7 @@ pub async fn run_full(
     let (mut empty, mut hit3) = (0, 0);
     let (mut prompt, mut gen, mut lat, mut tps) = (vec![], vec![], vec![], vec![]);
     let (mut outcomes, mut probes) = (vec![], vec![]);
-    let prefix_tokens = pipeline
-        .model
-        .static_prefix()
-        .map(|p| pipeline.model.prompt_tokens(&p))
-        .unwrap_or(0);
+    let prefix_tokens = pipeline.model.static_prefix_tokens();
     for (i, c) in cases.iter().enumerate() {
         let probed = i % TTFT_EVERY == 0;
         let mut cold = Probe::Skipped;

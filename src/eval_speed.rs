@@ -55,6 +55,46 @@ pub struct SpecReport {
     pub keyword_hit_off: f64,
     pub keyword_hit_on: f64,
     pub both_full: usize,
+    /// Median ms of one verification decode of k rows, k = 1.. (index k-1),
+    /// measured after the cases on the same slot.
+    pub verify_ms: Vec<f64>,
+    /// What this machine's verification costs: k-row decode over a single
+    /// step, minus one, per extra row (1/R in the cost model below).
+    pub extra_row_cost: Option<f64>,
+    /// Generation time on / off the cost model predicts here, from the
+    /// drafted and accepted counts and `extra_row_cost` (checks the model
+    /// against the measured ratio).
+    pub model_on_over_off_here: Option<f64>,
+    /// The same prediction with an extra row costing a quarter of a step
+    /// (prompt reading 4x faster per token than generation, as on the
+    /// Cortex-A72 without dot-product instructions).
+    pub model_on_over_off_pp_tg_4: f64,
+}
+
+/// Generation time with lookup over without, in decode-step units: every
+/// step emits one sampled token plus the drafts it confirmed, so there are
+/// `tokens_on - accepted` steps, and a verification with d drafts costs
+/// `1 + d * extra` steps. Off, every token is one step.
+pub fn modelled_ratio(
+    tokens_off: u64,
+    tokens_on: u64,
+    drafted: u64,
+    accepted: u64,
+    extra: f64,
+) -> f64 {
+    if tokens_off == 0 {
+        return 1.0;
+    }
+    let steps = tokens_on.saturating_sub(accepted) as f64;
+    (steps + drafted as f64 * extra) / tokens_off as f64
+}
+
+/// The per-extra-row cost from a verify-cost table, taken at the widest
+/// batch measured (`verify_ms[k-1]` for k rows): (c(k)/c(1) - 1) / (k - 1).
+pub fn extra_row_cost(verify_ms: &[f64], rows: usize) -> Option<f64> {
+    let k = rows.min(verify_ms.len());
+    let one = *verify_ms.first()?;
+    (k >= 2 && one > 0.0).then(|| (verify_ms[k - 1] / one - 1.0) / (k - 1) as f64)
 }
 
 pub fn spec_report(cases: &[SpecCase]) -> SpecReport {
@@ -72,6 +112,9 @@ pub fn spec_report(cases: &[SpecCase]) -> SpecReport {
     let n = cases.len().max(1) as f64;
     let drafted: u64 = cases.iter().map(|c| u64::from(c.drafted)).sum();
     let accepted: u64 = cases.iter().map(|c| u64::from(c.accepted)).sum();
+    let off: u64 = cases.iter().map(|c| u64::from(c.off_tokens)).sum();
+    let on: u64 = cases.iter().map(|c| u64::from(c.on_tokens)).sum();
+    let modelled = |extra| modelled_ratio(off, on, drafted, accepted, extra);
     SpecReport {
         cases: cases.len(),
         gen_ms_off_p50: med(cases.iter().map(|c| c.off_gen_ms).collect()),
@@ -100,6 +143,7 @@ pub fn spec_report(cases: &[SpecCase]) -> SpecReport {
         keyword_hit_off: cases.iter().filter(|c| c.off_keyword_hit).count() as f64 / n,
         keyword_hit_on: cases.iter().filter(|c| c.on_keyword_hit).count() as f64 / n,
         both_full: cases.iter().filter(|c| c.both_full).count(),
+        model_on_over_off_pp_tg_4: modelled(0.25),
         ..Default::default()
     }
 }
@@ -147,11 +191,7 @@ pub async fn run_spec(
 ) -> SpecReport {
     let off = with_lookup(pipeline, None);
     let on = with_lookup(pipeline, Some(lookup));
-    let prefix = pipeline
-        .model
-        .static_prefix()
-        .map(|p| pipeline.model.prompt_tokens(&p))
-        .unwrap_or(0);
+    let prefix = pipeline.model.static_prefix_tokens();
     let mut out = Vec::new();
     let picked: Vec<&Case> = cases.iter().step_by(every.max(1)).collect();
     for (i, c) in picked.iter().enumerate() {
@@ -190,13 +230,32 @@ pub async fn run_spec(
     if progress {
         eprintln!();
     }
+    slot.keep_cache(prefix).await;
+    let rows = (lookup.draft_max + 1).max(8);
+    let verify_ms = slot.verify_cost(rows, 5).await.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "cannot measure what a verification costs");
+        Vec::new()
+    });
+    let r = spec_report(&out);
+    let extra = extra_row_cost(&verify_ms, lookup.draft_max + 1);
+    let (off, on, drafted, accepted) = out.iter().fold((0, 0, 0, 0), |a, c| {
+        (
+            a.0 + u64::from(c.off_tokens),
+            a.1 + u64::from(c.on_tokens),
+            a.2 + u64::from(c.drafted),
+            a.3 + u64::from(c.accepted),
+        )
+    });
     SpecReport {
+        model_on_over_off_here: extra.map(|x| modelled_ratio(off, on, drafted, accepted, x)),
+        extra_row_cost: extra,
+        verify_ms,
         model: pipeline.model.info.name.clone(),
         draft_max: lookup.draft_max,
         ngram_min: lookup.ngram_min,
         ngram_max: lookup.ngram_max,
         temperature: pipeline.cfg.llm.temperature,
-        ..spec_report(&out)
+        ..r
     }
 }
 
@@ -360,6 +419,27 @@ mod tests {
         assert!((r.keyword_hit_on - 0.5).abs() < 1e-9);
         // Per-case ratios 0.5 and 0.75: the median of two is the lower here.
         assert!(r.gen_on_over_off_p50 <= 0.75 && r.gen_on_over_off_p50 >= 0.5);
+    }
+
+    #[test]
+    fn the_cost_model_counts_steps_and_extra_rows() {
+        // 100 tokens off = 100 steps. On: 100 tokens, 60 of them confirmed
+        // drafts, so 40 steps, plus 80 drafted rows at a quarter step each.
+        let r = modelled_ratio(100, 100, 80, 60, 0.25);
+        assert!((r - 0.6).abs() < 1e-9, "{r}");
+        // Rows as dear as steps: drafting cannot pay.
+        assert!(modelled_ratio(100, 100, 80, 60, 1.0) > 1.0);
+        assert!((modelled_ratio(0, 5, 1, 1, 0.5) - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn extra_row_cost_reads_the_widest_measured_batch() {
+        // 1 row 40 ms, 5 rows 80 ms: 4 extra rows cost one step, 0.25 each.
+        let ms = [40.0, 50.0, 60.0, 70.0, 80.0, 90.0];
+        assert!((extra_row_cost(&ms, 5).unwrap() - 0.25).abs() < 1e-9);
+        assert!((extra_row_cost(&ms, 99).unwrap() - 50.0 / 40.0 / 5.0).abs() < 1e-9);
+        assert_eq!(extra_row_cost(&ms[..1], 5), None);
+        assert_eq!(extra_row_cost(&[], 5), None);
     }
 
     #[test]

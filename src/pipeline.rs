@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use crate::alarm::Alarm;
 use crate::config::Config;
 use crate::diagnosis::{self, dedup_sources, Cause, Diagnosis, Mode, Source, Timings};
-use crate::llm::schema::passage_index;
+use crate::llm::grammar::passage_index;
 use crate::llm::{GenOutput, GenRequest, Model, Slot, SlotCounters, SlotFailure, Style};
 use crate::prompt::{self, strip_think};
 use crate::retrieval::{Hit, LiveIndex, Query};

@@ -187,26 +187,35 @@ async fn a_lost_puback_stalls_nothing_and_its_diagnosis_is_sent_again() {
     let (eq1, a1) = alarm_n("p1", 0);
     c.publish(&format!("lost/alarm/{eq1}"), a1).await;
     let first = c
-        .expect(&format!("lost/diagnosis/{eq1}"), Duration::from_secs(60), |v| {
-            v["alarm_id"] == "p1"
-        })
+        .expect(
+            &format!("lost/diagnosis/{eq1}"),
+            Duration::from_secs(60),
+            |v| v["alarm_id"] == "p1",
+        )
         .await;
     // The broker may route the diagnosis to us before it PUBACKs it.
     let t0 = Instant::now();
     while !proxy.dropped() && t0.elapsed() < Duration::from_secs(5) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(proxy.dropped(), "the proxy never saw the diagnosis's PUBACK");
+    assert!(
+        proxy.dropped(),
+        "the proxy never saw the diagnosis's PUBACK"
+    );
     let (eq2, a2) = alarm_n("p2", 1);
     c.publish(&format!("lost/alarm/{eq2}"), a2).await;
-    c.expect(&format!("lost/diagnosis/{eq2}"), Duration::from_secs(60), |v| {
-        v["alarm_id"] == "p2"
-    })
+    c.expect(
+        &format!("lost/diagnosis/{eq2}"),
+        Duration::from_secs(60),
+        |v| v["alarm_id"] == "p2",
+    )
     .await;
     let again = c
-        .expect(&format!("lost/diagnosis/{eq1}"), Duration::from_secs(40), |v| {
-            v["alarm_id"] == "p1"
-        })
+        .expect(
+            &format!("lost/diagnosis/{eq1}"),
+            Duration::from_secs(40),
+            |v| v["alarm_id"] == "p1",
+        )
         .await;
     assert_eq!(again, first, "the same diagnosis, sent again");
     // Its PUBACK came this time: nothing waits for an ack any more.

@@ -6,9 +6,9 @@
 //! model's identity for status and logs. It never talks to MQTT and never
 //! builds a diagnosis: `pipeline` does that from a `GenOutput`.
 
+pub mod grammar;
 pub mod lookup;
 pub mod prefix;
-pub mod schema;
 pub mod slot;
 
 use std::path::Path;
@@ -170,6 +170,15 @@ impl Model {
         text.find(MARK)
             .map(|i| text[..i].to_string())
             .ok_or_else(|| LlmError::Template("the chat template drops the user text".into()))
+    }
+
+    /// Tokens of `static_prefix` as a slot holds them (0 when the template
+    /// cannot give one): how much of the cache a measurement keeps to start
+    /// the way every daemon job starts.
+    pub fn static_prefix_tokens(&self) -> usize {
+        self.static_prefix()
+            .map(|p| self.prompt_tokens(&p))
+            .unwrap_or(0)
     }
 
     /// Tokens of a rendered prompt as a slot tokenizes it (BOS, special tokens).
@@ -389,6 +398,17 @@ impl Slot {
         if self.tx.try_send(slot::SlotMsg::Keep(n, reply)).is_ok() {
             let _ = rx.await;
         }
+    }
+
+    /// Median ms of one verification decode of 1..=`rows` rows (index k-1),
+    /// after the cached prefix: what a draft costs against a single step.
+    pub async fn verify_cost(&self, rows: usize, reps: usize) -> Result<Vec<f64>, LlmError> {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        self.tx
+            .try_send(slot::SlotMsg::VerifyCost(rows, reps, reply))
+            .map_err(|_| LlmError::Decode("slot is busy or gone".into()))?;
+        rx.await
+            .map_err(|_| LlmError::Decode("slot thread ended".into()))?
     }
 
     /// Drops and rebuilds the context; replaces the thread if it does not answer.

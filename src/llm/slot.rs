@@ -20,9 +20,9 @@ use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 
+use super::grammar::{self, Draft, DraftCause};
 use super::lookup::{self, Lookup};
 use super::prefix::{self, PrefixSpec, StateKey, StateShape};
-use super::schema::{self, Draft, DraftCause};
 use super::LlmError;
 use crate::watchdog::{is_looping, Progress};
 
@@ -82,6 +82,13 @@ pub(crate) enum SlotMsg {
     Reset(tokio::sync::oneshot::Sender<Result<(), LlmError>>),
     /// Keep only the first n cached tokens (0: cold). For measurements.
     Keep(usize, tokio::sync::oneshot::Sender<()>),
+    /// Time one decode of 1..=n rows with logits for every row (what a draft
+    /// verification costs), `reps` times each, after the cached prefix.
+    VerifyCost(
+        usize,
+        usize,
+        tokio::sync::oneshot::Sender<Result<Vec<f64>, LlmError>>,
+    ),
 }
 
 /// Context settings shared by every slot.
@@ -236,6 +243,9 @@ pub(crate) fn run(
             SlotMsg::Keep(n, reply) => {
                 state.keep(n);
                 let _ = reply.send(());
+            }
+            SlotMsg::VerifyCost(rows, reps, reply) => {
+                let _ = reply.send(state.verify_cost(rows, reps));
             }
             SlotMsg::Reset(reply) => {
                 drop(state);
@@ -559,6 +569,36 @@ impl<'m> SlotState<'m> {
         prefix::write_atomic(path, &bytes, slot)?;
         prefix::remove_stale(path);
         Ok(bytes.len())
+    }
+
+    /// Median milliseconds of one `decode_rows` of k = 1..=`rows` tokens
+    /// (index k-1), each followed by dropping them again. The tokens are the
+    /// cache's own, so the rows read like text.
+    fn verify_cost(&mut self, rows: usize, reps: usize) -> Result<Vec<f64>, LlmError> {
+        let base = self.kv.len();
+        if base < rows {
+            return Err(LlmError::Decode(format!(
+                "verify cost needs {rows} cached tokens, the cache has {base}"
+            )));
+        }
+        let sample: Vec<LlamaToken> = self.kv[base - rows..].to_vec();
+        let mut out = Vec::with_capacity(rows);
+        for k in 1..=rows {
+            let mut ms = Vec::with_capacity(reps);
+            // One untimed pass: the first decode of a new batch shape pays
+            // for graph allocation.
+            for rep in 0..=reps {
+                let t = Instant::now();
+                self.decode_rows(&sample[..k])?;
+                if rep > 0 {
+                    ms.push(t.elapsed().as_secs_f64() * 1e3);
+                }
+                self.truncate(base)?;
+            }
+            ms.sort_by(f64::total_cmp);
+            out.push(ms[ms.len() / 2]);
+        }
+        Ok(out)
     }
 
     fn keep(&mut self, n: usize) {
@@ -938,12 +978,12 @@ impl<'m> SlotState<'m> {
         t0: Instant,
     ) -> Result<(), LlmError> {
         let budget = req.max_tokens;
-        prompt.extend(self.tokenize(schema::OPEN, false));
+        prompt.extend(self.tokenize(grammar::OPEN, false));
         let prompt_len = prompt.len();
         let (mut idx, reused) = self.prefill(&prompt)?;
         out.reused_tokens = reused as u32;
         out.prompt_ms = t0.elapsed().as_secs_f64() * 1e3;
-        let mut sampler = self.sampler(schema::STRING_BODY_GBNF, req)?;
+        let mut sampler = self.sampler(grammar::STRING_BODY_GBNF, req)?;
         let mut pending: Vec<LlamaToken> = Vec::new();
         // Every required value (summary, one cause, one action) gets a share of
         // the budget, so a tight budget shortens values instead of emptying them.
@@ -951,7 +991,7 @@ impl<'m> SlotState<'m> {
             let left = budget.saturating_sub(gen) / parts;
             (left as usize).clamp(1, cap)
         };
-        let cap = share(self.generated, 3, schema::SUMMARY_TOKENS);
+        let cap = share(self.generated, 3, grammar::SUMMARY_TOKENS);
         let mut draft = Draft {
             summary: self.string_value(
                 &mut sampler,
@@ -963,7 +1003,7 @@ impl<'m> SlotState<'m> {
             )?,
             ..Default::default()
         };
-        pending.extend(self.tokenize(&schema::SUMMARY_TO_CAUSES[1..], false));
+        pending.extend(self.tokenize(&grammar::SUMMARY_TO_CAUSES[1..], false));
         loop {
             idx = self.decode(&std::mem::take(&mut pending))?;
             let parts = if draft.probable_causes.is_empty() {
@@ -971,7 +1011,7 @@ impl<'m> SlotState<'m> {
             } else {
                 1
             };
-            let cap = share(self.generated, parts, schema::ITEM_TOKENS);
+            let cap = share(self.generated, parts, grammar::ITEM_TOKENS);
             let cause = self.string_value(
                 &mut sampler,
                 idx,
@@ -980,22 +1020,22 @@ impl<'m> SlotState<'m> {
                 req.lookup.as_ref(),
                 &mut pending,
             )?;
-            pending.extend(self.tokenize(&schema::CAUSE_TO_LIKELIHOOD[1..], false));
-            let l = self.choose_or(&schema::LIKELIHOODS, 1, budget, &mut pending)?;
+            pending.extend(self.tokenize(&grammar::CAUSE_TO_LIKELIHOOD[1..], false));
+            let l = self.choose_or(&grammar::LIKELIHOODS, 1, budget, &mut pending)?;
             draft.probable_causes.push(DraftCause {
                 cause,
-                likelihood: schema::LIKELIHOODS[l].to_string(),
+                likelihood: grammar::LIKELIHOODS[l].to_string(),
             });
             // Another cause only if the actions still get their share.
             let more =
-                draft.probable_causes.len() < schema::MAX_CAUSES && self.generated + 6 < budget;
+                draft.probable_causes.len() < grammar::MAX_CAUSES && self.generated + 6 < budget;
             let next = if more {
                 self.choose(
-                    &[schema::NEXT_CAUSE, schema::CAUSES_TO_ACTIONS],
+                    &[grammar::NEXT_CAUSE, grammar::CAUSES_TO_ACTIONS],
                     &mut pending,
                 )?
             } else {
-                pending.extend(self.tokenize(schema::CAUSES_TO_ACTIONS, false));
+                pending.extend(self.tokenize(grammar::CAUSES_TO_ACTIONS, false));
                 1
             };
             if next == 1 {
@@ -1004,7 +1044,7 @@ impl<'m> SlotState<'m> {
         }
         loop {
             idx = self.decode(&std::mem::take(&mut pending))?;
-            let cap = share(self.generated, 1, schema::ITEM_TOKENS);
+            let cap = share(self.generated, 1, grammar::ITEM_TOKENS);
             let action = self.string_value(
                 &mut sampler,
                 idx,
@@ -1014,14 +1054,14 @@ impl<'m> SlotState<'m> {
                 &mut pending,
             )?;
             draft.actions.push(action);
-            let more = draft.actions.len() < schema::MAX_ACTIONS && self.generated + 2 < budget;
+            let more = draft.actions.len() < grammar::MAX_ACTIONS && self.generated + 2 < budget;
             let next = if more {
                 self.choose(
-                    &[schema::NEXT_ITEM, schema::ACTIONS_TO_SOURCES],
+                    &[grammar::NEXT_ITEM, grammar::ACTIONS_TO_SOURCES],
                     &mut pending,
                 )?
             } else {
-                pending.extend(self.tokenize(schema::ACTIONS_TO_SOURCES, false));
+                pending.extend(self.tokenize(grammar::ACTIONS_TO_SOURCES, false));
                 1
             };
             if next == 1 {
@@ -1066,7 +1106,7 @@ impl<'m> SlotState<'m> {
         let (mut idx, reused) = self.prefill(&prompt)?;
         out.reused_tokens = reused as u32;
         out.prompt_ms = t0.elapsed().as_secs_f64() * 1e3;
-        let grammar = schema::full_gbnf(req.n_passages);
+        let grammar = grammar::full_gbnf(req.n_passages);
         let g = LlamaSampler::grammar(self.model, &grammar, "root")
             .map_err(|e| LlmError::Grammar(e.to_string()))?;
         // The grammar sees the whole vocabulary here: this is the reference path.

@@ -1,5 +1,5 @@
-//! The diagnosis schema as the model sees it: the fixed JSON skeleton, the
-//! grammars for the free parts, and the limits on each.
+//! The output grammar of a diagnosis as the model sees it: the fixed JSON
+//! skeleton, the grammars for the free parts, and the limits on each.
 //!
 //! Schema-driven generation feeds every fixed part (keys, brackets, quotes) to
 //! the model as prompt-like batched tokens and only samples the values; the
