@@ -48,6 +48,19 @@ pub enum DaemonError {
     },
 }
 
+impl DaemonError {
+    /// True when a restart cannot fix it: a missing or damaged index, a
+    /// model that does not load, unreadable TLS files (exit status 78).
+    pub fn is_config(&self) -> bool {
+        matches!(
+            self,
+            DaemonError::Index(_)
+                | DaemonError::Llm(crate::llm::LlmError::Load { .. })
+                | DaemonError::Mqtt(mqtt::MqttError::Tls { .. })
+        )
+    }
+}
+
 /// Loads the index and the model and starts `n` slots. Shared by `run`,
 /// `diagnose` and `eval`. With `warm`, each slot starts with the static
 /// prompt prefix in its KV cache, restored from (or saved to) `state_dir/kv`;
@@ -84,6 +97,10 @@ pub async fn load(
         // The budget is for the process; each slot keeps its own share.
         prompt_cache_bytes: (cfg.llm.prompt_cache_mib as usize) * (1 << 20)
             / cfg.llm.slots.max(1) as usize,
+        verify_rows: cfg
+            .llm
+            .lookup
+            .map_or(0, |l| crate::llm::slot::verify_rows(l.draft_max)),
     };
     let mut slots = Vec::new();
     for i in 0..cfg.llm.slots as usize {

@@ -15,11 +15,13 @@
 //!    `systemd` reports readiness, status and liveness throughout.
 //!
 //! `config` is read once at start; `logging` picks journald or stderr.
+//! `cli` is the command line's shape; `commands` the one-shot commands.
 //! `reload` swaps in a rebuilt index on SIGHUP, between jobs.
 
 pub mod alarm;
 pub mod bench;
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod daemon;
 pub mod delivery;

@@ -103,6 +103,10 @@ pub struct SlotSettings {
     pub prefix: Option<PrefixSpec>,
     /// Bytes of RAM for this slot's saved prompt states (0: none).
     pub prompt_cache_bytes: usize,
+    /// Rows up to which draft verifications may be padded, measured at the
+    /// warm-up (0: no speculation configured; measured at the first draft
+    /// if a job asks for one anyway).
+    pub verify_rows: usize,
 }
 
 /// A finished job's prompt and the KV state that holds it.
@@ -274,6 +278,18 @@ fn warm(state: &mut SlotState<'_>, settings: &SlotSettings, progress: &Progress,
         state.warm(p, slot);
         progress.finish_job();
     }
+    if settings.verify_rows > 0 {
+        progress.start_job(0);
+        state.measure_verify(settings.verify_rows, slot);
+        progress.finish_job();
+    }
+}
+
+/// Rows a verify-cost table spans for drafts of up to `draft_max` tokens:
+/// the verification itself, rounded up to the next multiple of 4 (the
+/// widest tile llama.cpp's CPU kernels use), so padding has a choice.
+pub fn verify_rows(draft_max: usize) -> usize {
+    (draft_max + 1).div_ceil(4) * 4
 }
 
 fn pin_to(cpus: &[usize]) -> nix::Result<()> {
@@ -306,6 +322,8 @@ pub(crate) struct SlotState<'m> {
     saved: std::collections::VecDeque<SavedPrompt>,
     saved_bytes: usize,
     cache_limit: usize,
+    /// Measured ms of a k-row verification (index k-1), once per context.
+    verify_ms: Option<Vec<f64>>,
 }
 
 impl<'m> SlotState<'m> {
@@ -330,6 +348,7 @@ impl<'m> SlotState<'m> {
             saved: std::collections::VecDeque::new(),
             saved_bytes: 0,
             cache_limit: s.prompt_cache_bytes,
+            verify_ms: None,
         }
     }
 
@@ -382,6 +401,15 @@ impl<'m> SlotState<'m> {
     /// Decodes `tokens` after the cache in one batch with logits for every
     /// one of them: row i predicts the token after `tokens[i]`.
     fn decode_rows(&mut self, tokens: &[LlamaToken]) -> Result<(), LlmError> {
+        self.decode_rows_with_logits(tokens, tokens.len())
+    }
+
+    /// `decode_rows` with logits for the first `with_logits` rows only.
+    fn decode_rows_with_logits(
+        &mut self,
+        tokens: &[LlamaToken],
+        with_logits: usize,
+    ) -> Result<(), LlmError> {
         if tokens.is_empty() || tokens.len() > self.n_batch {
             return Err(LlmError::Decode(format!(
                 "cannot verify {} tokens in a batch of {}",
@@ -398,7 +426,7 @@ impl<'m> SlotState<'m> {
         if self.progress.cancelled() {
             return Err(LlmError::Cancelled);
         }
-        self.decode_batch(tokens, |_| true)
+        self.decode_batch(tokens, |j| j < with_logits)
     }
 
     /// One llama_decode of `tokens` after the cache; `logits(j)` says which
@@ -599,6 +627,32 @@ impl<'m> SlotState<'m> {
             out.push(ms[ms.len() / 2]);
         }
         Ok(out)
+    }
+
+    /// Measures what verifications of 1..=`rows` rows cost on this machine,
+    /// so drafts are padded to a batch shape only where that is cheaper.
+    /// Needs `rows` tokens in the cache (the prefix or the prompt).
+    fn measure_verify(&mut self, rows: usize, slot: usize) {
+        let rows = rows.min(self.n_batch).min(self.kv.len());
+        if rows == 0 {
+            return;
+        }
+        match self.verify_cost(rows, 3) {
+            Ok(ms) => {
+                let pads: Vec<usize> = (1..=rows).map(|r| lookup::padded_rows(r, &ms)).collect();
+                tracing::info!(
+                    slot,
+                    ?ms,
+                    ?pads,
+                    "draft verification cost measured (ms by rows; rows padded to)"
+                );
+                self.verify_ms = Some(ms);
+            }
+            Err(e) => {
+                tracing::warn!(slot, error = %e, "cannot measure draft verification cost; drafts are not padded");
+                self.verify_ms = Some(Vec::new());
+            }
+        }
     }
 
     fn keep(&mut self, n: usize) {
@@ -859,12 +913,24 @@ impl<'m> SlotState<'m> {
                 idx = self.decode(&[t])?;
                 continue;
             }
+            if self.verify_ms.is_none() {
+                self.measure_verify(verify_rows(spec.map_or(1, |s| s.draft_max)), 0);
+            }
             let base = self.kv.len();
-            let mut batch = Vec::with_capacity(draft.len() + 1);
+            let mut batch = Vec::with_capacity(draft.len() + 4);
             batch.push(t);
             batch.extend_from_slice(&draft);
+            let rows = lookup::padded_rows(batch.len(), self.verify_ms.as_deref().unwrap_or(&[]));
+            let real = batch.len();
+            // Filler rows repeat the last draft token; their logits are not
+            // computed and the cache drops them with the rejected drafts.
+            let room = self.n_ctx.saturating_sub(self.kv.len() + 1);
+            batch.resize(
+                rows.min(self.n_batch).min(room).max(real),
+                *batch.last().unwrap_or(&t),
+            );
             let tt = Instant::now();
-            self.decode_rows(&batch)?;
+            self.decode_rows_with_logits(&batch, real)?;
             // What a verification costs against a single step decides
             // whether lookup pays on a machine (README, speculative decoding).
             tracing::trace!(

@@ -1,0 +1,275 @@
+//! `tidewatch bench`: speed and memory of every combination of the model
+//! options, each in its own process (`--worker` is the child side), or the
+//! index at scale with --retrieval.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use super::{print_json, CommandError};
+use crate::cli::BenchArgs;
+use crate::config::Config;
+
+pub fn bench_retrieval(a: &BenchArgs) -> Result<(), CommandError> {
+    let cases = crate::eval::load_cases(&a.cases)?;
+    let work = std::env::temp_dir().join(format!("tidewatch-bench-{}", std::process::id()));
+    let r = crate::bench::retrieval(&a.knowledge, &cases, a.passages, &work);
+    let _ = std::fs::remove_dir_all(&work);
+    let r = r?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        print_json(&mut out, &r)?;
+    } else {
+        writeln!(
+            out,
+            "retrieval at {} passages: build {:.0} ms, file {} bytes ({:.0} B/passage, {:.2}x raw text), open {:.2} ms, query p50 {:.0} us p99 {:.0} us ({} queries)",
+            r.passages, r.build_ms, r.file_bytes, r.bytes_per_passage, r.size_over_raw, r.open_ms, r.query_p50_us, r.query_p99_us, r.queries
+        )?;
+    }
+    Ok(())
+}
+
+fn cartesian(a: &BenchArgs, cfg: &Config) -> Vec<crate::bench::Combo> {
+    let or = |v: &Vec<u32>, d: u32| if v.is_empty() { vec![d] } else { v.clone() };
+    let models = if a.model.is_empty() {
+        vec![cfg.llm.model.clone()]
+    } else {
+        a.model.clone()
+    };
+    let mut out = Vec::new();
+    for m in &models {
+        for t in or(&a.threads, cfg.llm.threads) {
+            for b in or(&a.batch, cfg.llm.batch) {
+                for c in or(&a.ctx, cfg.llm.ctx) {
+                    out.push(crate::bench::Combo {
+                        model: m.clone(),
+                        threads: t,
+                        batch: b,
+                        ctx: c,
+                        pp: a.pp,
+                        tg: a.tg,
+                        reps: a.reps,
+                        rag_cases: a.rag_cases,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+fn budget_mib(a: &BenchArgs) -> Result<f64, CommandError> {
+    let total = crate::bench::parse_mib(&a.memory_budget).ok_or_else(|| {
+        CommandError::Usage(format!(
+            "--memory-budget must look like 4G or 3500M, got {:?}",
+            a.memory_budget
+        ))
+    })?;
+    let reserve = crate::bench::parse_mib(&a.os_reserve).ok_or_else(|| {
+        CommandError::Usage(format!(
+            "--os-reserve must look like 1G or 800M, got {:?}",
+            a.os_reserve
+        ))
+    })?;
+    Ok(total - reserve)
+}
+
+/// The child side: one combination, JSON on stdout.
+pub async fn bench_worker(cfg: Config, a: &BenchArgs, spec: &str) -> Result<(), CommandError> {
+    let combo: crate::bench::Combo = serde_json::from_str(spec)
+        .map_err(|e| CommandError::Usage(format!("bad --worker spec: {e}")))?;
+    let cases = if combo.rag_cases > 0 {
+        crate::eval::load_cases(&a.cases)?
+    } else {
+        Vec::new()
+    };
+    let r = crate::bench::worker(&cfg, &combo, &cases, budget_mib(a)?).await?;
+    writeln!(
+        std::io::stdout().lock(),
+        "{}",
+        serde_json::to_string(&r).unwrap_or_default()
+    )?;
+    Ok(())
+}
+
+pub fn bench_models(
+    cfg_path: &std::path::Path,
+    cfg: &Config,
+    a: &BenchArgs,
+) -> Result<(), CommandError> {
+    let combos = cartesian(a, cfg);
+    // Before any run: a combination the daemon would refuse is an error
+    // here, not a measurement (and never a recommendation).
+    let cfg_text = std::fs::read_to_string(cfg_path)
+        .map_err(|e| CommandError::Usage(format!("config {}: {e}", cfg_path.display())))?;
+    for c in &combos {
+        crate::bench::check_configurable(&cfg_text, cfg_path, c)?;
+    }
+    let exe = std::env::current_exe()?;
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut results = Vec::new();
+    for (i, c) in combos.iter().enumerate() {
+        let what = format!(
+            "{} threads={} batch={} ctx={}",
+            c.model.display(),
+            c.threads,
+            c.batch,
+            c.ctx
+        );
+        if tty {
+            eprint!("\r\x1b[2K[{}/{}] {what}", i + 1, combos.len());
+        } else {
+            eprintln!("bench [{}/{}] {what}", i + 1, combos.len());
+        }
+        let spec = serde_json::to_string(c).unwrap_or_default();
+        let out = std::process::Command::new(&exe)
+            .arg("bench")
+            .arg("--config")
+            .arg(cfg_path)
+            .arg("--cases")
+            .arg(&a.cases)
+            .arg("--memory-budget")
+            .arg(&a.memory_budget)
+            .arg("--os-reserve")
+            .arg(&a.os_reserve)
+            .arg("--worker")
+            .arg(&spec)
+            .stderr(std::process::Stdio::piped())
+            .output()?;
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            let last = err
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .to_string();
+            return Err(crate::bench::BenchError::Worker { what, reason: last }.into());
+        }
+        let r: crate::bench::ComboResult =
+            serde_json::from_slice(&out.stdout).map_err(|e| crate::bench::BenchError::Worker {
+                what: what.clone(),
+                reason: e.to_string(),
+            })?;
+        results.push(r);
+    }
+    if tty {
+        eprintln!();
+    }
+    let mut decision = None;
+    if a.decide {
+        let mut acc: std::collections::HashMap<PathBuf, f64> = std::collections::HashMap::new();
+        for c in &combos {
+            if acc.contains_key(&c.model) {
+                continue;
+            }
+            eprintln!(
+                "bench: accuracy of {} on {} eval alarms",
+                c.model.display(),
+                a.eval_cases
+            );
+            let out = std::process::Command::new(&exe)
+                .args(["eval", "--json", "--config"])
+                .arg(cfg_path)
+                .arg("--cases")
+                .arg(&a.cases)
+                .arg("--limit")
+                .arg(a.eval_cases.to_string())
+                .arg("--model")
+                .arg(&c.model)
+                .stderr(std::process::Stdio::inherit())
+                .output()?;
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
+                crate::bench::BenchError::Worker {
+                    what: format!("eval of {}", c.model.display()),
+                    reason: e.to_string(),
+                }
+            })?;
+            // Accuracy: the share of alarms answered in full, validly, naming
+            // an expected cause (degraded answers are the manuals' text).
+            let a = v["accuracy"]
+                .as_f64()
+                .ok_or_else(|| crate::bench::BenchError::Worker {
+                    what: format!("eval of {}", c.model.display()),
+                    reason: "its report has no accuracy".into(),
+                })?;
+            acc.insert(c.model.clone(), a);
+        }
+        for r in &mut results {
+            r.accuracy = combos
+                .iter()
+                .find(|c| {
+                    c.model
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        == Some(r.model.clone())
+                })
+                .and_then(|c| acc.get(&c.model).copied());
+        }
+        decision = Some(crate::bench::decide(&results, a.margin));
+    }
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        if let Some(d) = decision {
+            writeln!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(
+                    &serde_json::json!({"results": results, "decision": d})
+                )
+                .unwrap_or_default()
+            )?;
+        } else {
+            print_json(&mut out, &results)?;
+        }
+        return check_overhead(&results, a.max_overhead);
+    }
+    write!(out, "{}", crate::bench::table(&results))?;
+    for r in &results {
+        writeln!(
+            out,
+            "overhead over llama_perf in daemon jobs ({}): {:+.1}%",
+            r.model,
+            r.gen_overhead * 100.0
+        )?;
+    }
+    if let Some(d) = decision {
+        writeln!(out)?;
+        for r in &d.reasons {
+            writeln!(out, "{r}")?;
+        }
+    }
+    check_overhead(&results, a.max_overhead)
+}
+
+fn check_overhead(
+    results: &[crate::bench::ComboResult],
+    max: Option<f64>,
+) -> Result<(), CommandError> {
+    match max.and_then(|m| crate::bench::over_overhead(results, m).map(|r| (r, m))) {
+        Some((r, max)) => Err(CommandError::Overhead {
+            model: r.model.clone(),
+            overhead: r.gen_overhead * 100.0,
+            max,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Dispatches `bench`: --retrieval, the parent over all combinations, or
+/// the `--worker` child measuring one.
+pub fn run(a: BenchArgs) -> Result<(), CommandError> {
+    if a.retrieval {
+        return bench_retrieval(&a);
+    }
+    let Some(path) = a.config.clone() else {
+        return Err(CommandError::Usage(
+            "bench needs --config FILE (or --retrieval)".into(),
+        ));
+    };
+    let cfg = crate::config::load(&path)?;
+    crate::logging::init("warn");
+    match &a.worker {
+        Some(spec) => super::runtime()?.block_on(bench_worker(cfg, &a, spec)),
+        None => bench_models(&path, &cfg, &a),
+    }
+}

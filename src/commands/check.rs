@@ -1,0 +1,77 @@
+//! `tidewatch check-config`: validates a config and reports the broker,
+//! the index and the model it names (with the llama.cpp build).
+
+use std::io::Write;
+
+use super::CommandError;
+use crate::config::Config;
+use crate::retrieval::Index;
+
+pub fn check_config(cfg: &Config, offline: bool) -> Result<(), CommandError> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "config {}: ok", cfg.path.display())?;
+    writeln!(
+        out,
+        "  broker {}:{} client_id {} topics {}/alarm/+ -> {}/diagnosis/<equipment>",
+        cfg.mqtt.host,
+        cfg.mqtt.port,
+        cfg.mqtt.client_id,
+        cfg.mqtt.topic_prefix,
+        cfg.mqtt.topic_prefix
+    )?;
+    writeln!(
+        out,
+        "  llm threads {} ctx {} batch {} max_tokens {} prompt_budget {} passage_items {} slots {}",
+        cfg.llm.threads,
+        cfg.llm.ctx,
+        cfg.llm.batch,
+        cfg.llm.max_tokens,
+        cfg.llm.prompt_budget,
+        cfg.llm.passage_items,
+        cfg.llm.slots
+    )?;
+    if offline {
+        return Ok(());
+    }
+    let idx = Index::open(&cfg.knowledge.index)?;
+    writeln!(
+        out,
+        "  index {}: {} documents, {} passages, {} bytes",
+        cfg.knowledge.index.display(),
+        idx.n_docs(),
+        idx.n_passages(),
+        idx.byte_len()
+    )?;
+    let model = crate::llm::Model::load(&cfg.llm.model, &cfg.llm)
+        .map_err(crate::daemon::DaemonError::from)?;
+    let i = &model.info;
+    writeln!(
+        out,
+        "  model {}: architecture {} ({}), {:.2}B params, {} MiB, chat template {}{}",
+        cfg.llm.model.display(),
+        i.architecture,
+        i.description,
+        i.params as f64 / 1e9,
+        i.file_bytes >> 20,
+        i.template_family
+            .unwrap_or("unknown (hand-written chatml used)"),
+        if i.thinking_template {
+            ", thinking mode (disabled)"
+        } else {
+            ""
+        }
+    )?;
+    writeln!(
+        out,
+        "  tidewatch {}, llama.cpp from llama-cpp-sys-2 0.1.160: {}",
+        env!("CARGO_PKG_VERSION"),
+        i.llama_cpp
+    )?;
+    Ok(())
+}
+
+/// Loads the config (its errors name the key) and checks what it names.
+pub fn run(config: &std::path::Path, offline: bool) -> Result<(), CommandError> {
+    let cfg = super::load_config(config)?;
+    check_config(&cfg, offline)
+}

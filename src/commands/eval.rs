@@ -1,0 +1,154 @@
+//! `tidewatch eval`: accuracy on labeled alarms (retrieval only, or the
+//! whole pipeline), prompt sizes, and the generation-speed comparisons.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use super::{print_json, print_report, CommandError};
+use crate::cli::EvalArgs;
+use crate::config::Config;
+use crate::retrieval::Index;
+
+pub fn eval_retrieval(
+    index: &std::path::Path,
+    cases: &std::path::Path,
+    limit: Option<usize>,
+    json: bool,
+) -> Result<(), CommandError> {
+    let idx = Index::open(index)?;
+    let mut cs = crate::eval::load_cases(cases)?;
+    cs.truncate(limit.unwrap_or(usize::MAX));
+    let r = crate::eval::run_retrieval(&idx, &cs)?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        print_json(&mut out, &r)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "retrieval on {} cases: hit@1 {:.3}  hit@3 {:.3}  query p50 {:.0} us  p99 {:.0} us",
+        r.cases, r.hit_at_1, r.hit_at_3, r.p50_us, r.p99_us
+    )?;
+    writeln!(
+        out,
+        "{:<28} {:>5} {:>6} {:>6}",
+        "class", "cases", "hit@1", "hit@3"
+    )?;
+    for (class, s) in &r.per_class {
+        writeln!(
+            out,
+            "{:<28} {:>5} {:>6} {:>6}",
+            class, s.cases, s.hit1, s.hit3
+        )?;
+    }
+    for (class, s) in &r.per_class {
+        for m in &s.misses {
+            writeln!(out, "miss [{class}] {m}")?;
+        }
+    }
+    Ok(())
+}
+
+/// What `eval_full` measures.
+pub struct EvalRun<'a> {
+    pub model: Option<PathBuf>,
+    pub cases: &'a std::path::Path,
+    pub limit: Option<usize>,
+    pub style: &'a str,
+    pub json: bool,
+    /// Prompt token counts only; no generation.
+    pub prompts: bool,
+    pub speculation: bool,
+    pub interleaved: Option<usize>,
+}
+
+pub async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandError> {
+    let EvalRun {
+        model,
+        cases,
+        limit,
+        style,
+        json,
+        prompts,
+        speculation,
+        interleaved,
+    } = run;
+    let mut cs = crate::eval::load_cases(cases)?;
+    cs.truncate(limit.unwrap_or(usize::MAX));
+    if let Some(m) = model {
+        cfg.llm.model = m;
+    }
+    let (pipeline, mut slots) = crate::daemon::load_pipeline(cfg, false).await?;
+    if prompts {
+        let r = crate::eval::run_prompts(&pipeline, &cs);
+        return print_report(&r, json);
+    }
+    let style = if style == "grammar" {
+        crate::llm::Style::FullGrammar
+    } else {
+        crate::llm::Style::Schema
+    };
+    let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    if speculation {
+        let lookup = pipeline.cfg.llm.lookup.unwrap_or(DEFAULT_LOOKUP);
+        let r = crate::eval_speed::run_spec(
+            &pipeline,
+            &mut slots[0],
+            &cs,
+            crate::eval::TTFT_EVERY,
+            lookup,
+            progress,
+        )
+        .await;
+        return print_report(&r, json);
+    }
+    if let Some(n) = interleaved {
+        let r = crate::eval_speed::run_interleaved(&pipeline, &mut slots[0], &cs, n, 11, progress)
+            .await;
+        return print_report(&r, json);
+    }
+    let r = crate::eval::run_full(&pipeline, &mut slots[0], &cs, style, progress).await;
+    print_report(&r, json)
+}
+
+/// What `eval --speculation` compares against when the config has it off.
+const DEFAULT_LOOKUP: crate::llm::lookup::Lookup = crate::llm::lookup::Lookup {
+    draft_max: 4,
+    ngram_min: 2,
+    ngram_max: 4,
+};
+
+/// Dispatches `eval` by its options: --retrieval needs an index (from
+/// --index or the config), everything else a config.
+pub fn run(a: EvalArgs) -> Result<(), CommandError> {
+    if a.retrieval {
+        let index = match (a.index, &a.config) {
+            (Some(i), _) => i,
+            (None, Some(c)) => crate::config::load(c)?.knowledge.index,
+            (None, None) => {
+                return Err(CommandError::Usage(
+                    "eval --retrieval needs --index FILE or --config FILE".into(),
+                ))
+            }
+        };
+        return eval_retrieval(&index, &a.cases, a.limit, a.json);
+    }
+    let Some(config) = a.config else {
+        return Err(CommandError::Usage(
+            "eval needs --config FILE (or --retrieval --index FILE)".into(),
+        ));
+    };
+    let cfg = crate::config::load(&config)?;
+    crate::logging::init("warn");
+    let run = EvalRun {
+        model: a.model,
+        cases: &a.cases,
+        limit: a.limit,
+        style: &a.style,
+        json: a.json,
+        prompts: a.prompts,
+        speculation: a.speculation,
+        interleaved: a.interleaved,
+    };
+    super::runtime()?.block_on(eval_full(cfg, run))
+}
