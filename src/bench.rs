@@ -354,28 +354,24 @@ pub async fn worker(
         let slot = &mut slots[0];
         let prefix_tokens = pipeline.model.static_prefix_tokens();
         let (mut probes, mut lats, mut wall, mut llama) = (vec![], vec![], 0.0, 0.0);
-        // Each prompt twice: from an empty cache, then with only the static
-        // prefix cached (as every daemon job starts), so the two compare.
+        // Each prompt twice, as `eval` probes it: TTFT from an empty cache,
+        // then the whole diagnosis with only the static prefix cached (as
+        // every daemon job starts), so the two compare.
+        let style = crate::llm::Style::Schema;
         for case in cases.iter().take(c.rag_cases.max(1)) {
-            let mut ms = [None, None];
-            for (k, keep) in [0, prefix_tokens].into_iter().enumerate() {
-                slot.keep_cache(keep).await;
-                let t = Instant::now();
-                let tr = pipeline
-                    .diagnose_traced(slot, &case.alarm, crate::llm::Style::Schema)
-                    .await;
-                if let Some(o) = tr.first {
-                    ms[k] = Some(o.ttft_ms);
-                    if keep != 0 {
-                        lats.push(t.elapsed().as_secs_f64() * 1e3);
-                    }
-                    wall += o.total_ms;
-                    llama += o.llama_decode_ms;
-                }
+            slot.keep_cache(0).await;
+            let cold = crate::eval::probe_ttft(&pipeline, slot, &case.alarm, style).await;
+            slot.keep_cache(prefix_tokens).await;
+            let t = Instant::now();
+            let tr = pipeline.diagnose_traced(slot, &case.alarm, style).await;
+            if let Some(o) = &tr.first {
+                lats.push(t.elapsed().as_secs_f64() * 1e3);
+                wall += o.total_ms;
+                llama += o.llama_decode_ms;
             }
             probes.push(crate::ttft::CaseProbes {
-                cold: crate::ttft::Probe::of(ms[0]),
-                prefix: crate::ttft::Probe::of(ms[1]),
+                cold,
+                prefix: crate::ttft::Probe::of(tr.first.as_ref().map(|o| o.ttft_ms)),
                 repeat: crate::ttft::Probe::Skipped,
             });
         }

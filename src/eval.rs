@@ -543,7 +543,7 @@ pub const TTFT_EVERY: usize = 3;
 /// so this costs the prompt and a few steps, not a whole diagnosis. The
 /// grammar path cannot close early (a cut-off output fails, and a failed job
 /// drops the cache), so it runs the whole diagnosis.
-async fn ttft_only(
+pub async fn probe_ttft(
     pipeline: &crate::pipeline::Pipeline,
     slot: &mut crate::llm::Slot,
     alarm: &Alarm,
@@ -594,7 +594,7 @@ pub async fn run_full(
         let mut cold = Probe::Skipped;
         if probed {
             slot.keep_cache(0).await;
-            cold = ttft_only(pipeline, slot, &c.alarm, style).await;
+            cold = probe_ttft(pipeline, slot, &c.alarm, style).await;
         }
         slot.keep_cache(prefix_tokens).await;
         let t = std::time::Instant::now();
@@ -621,7 +621,7 @@ pub async fn run_full(
             let mut again = c.alarm.clone();
             again.id.push_str("-again");
             again.value = again.value.map(|v| v + 0.1);
-            repeat = ttft_only(pipeline, slot, &again, style).await;
+            repeat = probe_ttft(pipeline, slot, &again, style).await;
         }
         probes.push(CaseProbes {
             cold,
