@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Prepares a fresh Debian machine for building and testing tidewatch:
 # the apt packages the build and tests need, and the test model.
-# Idempotent and quiet when everything is already there. Prints the model path.
+# Idempotent and quiet when everything is already there. Prints the model path
+# (arguments go to fetch-models.sh: --standin also fetches the stand-in and
+# prints its path last).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,4 +26,4 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 command -v cargo >/dev/null || { echo "dev-setup: cargo not found; install Rust with rustup first" >&2; exit 1; }
-deploy/fetch-models.sh
+deploy/fetch-models.sh "$@"

@@ -71,6 +71,15 @@ pub enum Command {
     /// (cold and on a prefix hit), alarm-to-diagnosis latency and peak RSS (anonymous and
     /// file-backed). With --retrieval: the index at 10k passages instead.
     Bench(BenchArgs),
+    /// Print diagnoses readably: pipe in `mosquitto_sub -v` output or diagnosis JSON lines
+    ///
+    /// Reads diagnosis JSON from stdin (or FILEs), one per line, or `topic payload` lines as
+    /// `mosquitto_sub -v` prints them (a pretty-printed object may span lines), and prints each
+    /// readably: equipment, code and alarm id, summary, probable causes with likelihood, numbered
+    /// actions, cited manual sections, mode and timings. Rejections from {prefix}/error are shown
+    /// too. A line that is not a diagnosis is reported on stderr with its line number and the
+    /// rest are still shown; the exit status is then 1.
+    Show(ShowArgs),
     /// Validate a config file, and report the model and index it names
     CheckConfig {
         #[arg(long, short)]
@@ -79,6 +88,16 @@ pub enum Command {
         #[arg(long)]
         offline: bool,
     },
+}
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Follow a live broker:\n  mosquitto_sub -v -t 'tidewatch/diagnosis/#' -t tidewatch/error | tidewatch show\n\
+One alarm without MQTT:\n  tidewatch diagnose --config FILE --alarm alarm.json | tidewatch show"
+)]
+pub struct ShowArgs {
+    /// Files to read instead of stdin ("-" is stdin)
+    pub files: Vec<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

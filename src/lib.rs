@@ -16,7 +16,8 @@
 //!
 //! `config` is read once at start; `logging` picks journald or stderr.
 //! `cli` is the command line's shape; `commands` the one-shot commands.
-//! `reload` swaps in a rebuilt index on SIGHUP, between jobs.
+//! `reload` swaps in a rebuilt index on SIGHUP, between jobs. `render` turns
+//! published diagnoses into text for people (`tidewatch show`).
 
 pub mod alarm;
 pub mod bench;
@@ -36,6 +37,7 @@ pub mod pipeline;
 pub mod prompt;
 pub mod queue;
 pub mod reload;
+pub mod render;
 pub mod retrieval;
 pub mod systemd;
 pub mod ttft;

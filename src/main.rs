@@ -47,6 +47,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Eval(a) => commands::eval::run(a)?,
         Command::Bench(a) => commands::bench::run(a)?,
         Command::CheckConfig { config, offline } => commands::check::run(&config, offline)?,
+        Command::Show(a) => commands::show::run(&a)?,
     }
     Ok(())
 }

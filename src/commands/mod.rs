@@ -7,6 +7,7 @@ pub mod check;
 pub mod diagnose;
 pub mod eval;
 pub mod index;
+pub mod show;
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -1,0 +1,463 @@
+//! Diagnoses as a person reads them (`tidewatch show`): one input line, a
+//! diagnosis JSON or a `topic payload` line as `mosquitto_sub -v` prints it,
+//! becomes summary, causes, actions, sources, mode and timings as text.
+//!
+//! Pure: a string in, a string or an error naming the line out; the command
+//! that reads and writes is `commands::show`. The reader is lenient where the wire type (`diagnosis::Diagnosis`) is strict:
+//! an operator's terminal may see diagnoses from an older or newer tidewatch
+//! on the same broker, so unknown fields and modes are shown, never refused.
+//! It must never panic on what arrives: a bad line is an error naming it.
+
+use std::fmt::Write as _;
+
+use serde::Deserialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error("line {line}: not JSON ({reason}): {start}")]
+    NotJson {
+        line: usize,
+        reason: String,
+        start: String,
+    },
+    #[error("line {line}: not a diagnosis ({reason}): {start}")]
+    NotDiagnosis {
+        line: usize,
+        reason: String,
+        start: String,
+    },
+}
+
+/// What `tidewatch show` understands of a diagnosis. Everything but `summary` has a
+/// default, so a diagnosis missing a field still renders with what it has.
+#[derive(Debug, Deserialize)]
+struct View {
+    #[serde(default)]
+    alarm_id: String,
+    #[serde(default)]
+    equipment: String,
+    #[serde(default)]
+    code: String,
+    /// Required: it is what tells a diagnosis apart from a status or an
+    /// error message that was piped in by a wider subscription.
+    summary: String,
+    #[serde(default)]
+    probable_causes: Vec<CauseView>,
+    #[serde(default)]
+    actions: Vec<String>,
+    #[serde(default)]
+    sources: Vec<SourceView>,
+    /// A string and not `diagnosis::Mode`, so a mode this build does not
+    /// know is printed instead of failing the line.
+    #[serde(default)]
+    mode: String,
+    #[serde(default)]
+    model: String,
+    #[serde(default)]
+    grounded: Option<serde_json::Value>,
+    #[serde(default)]
+    timings: Option<TimingsView>,
+    #[serde(default)]
+    ts: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct CauseView {
+    cause: String,
+    #[serde(default)]
+    likelihood: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct SourceView {
+    #[serde(default)]
+    doc: String,
+    #[serde(default)]
+    section: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct TimingsView {
+    retrieval_ms: f64,
+    prompt_tokens: u64,
+    cached_tokens: u64,
+    ttft_ms: f64,
+    generated_tokens: u64,
+    generation_ms: f64,
+    tokens_per_s: f64,
+    draft_tokens: u64,
+    accepted_tokens: u64,
+}
+
+/// A rejection published on `{prefix}/error`.
+#[derive(Debug, Deserialize)]
+struct ErrorView {
+    #[serde(default)]
+    topic: String,
+    reason: String,
+    #[serde(default)]
+    bytes: Option<u64>,
+}
+
+/// Renders one input line (1-based `line_no`, for errors). `Ok(None)` for a
+/// blank line. The text ends with a newline.
+pub fn render_line(line_no: usize, line: &str) -> Result<Option<String>, RenderError> {
+    let line = line.trim();
+    if line.is_empty() {
+        return Ok(None);
+    }
+    // `mosquitto_sub -v` puts the topic first; topics never start with `{`
+    // in tidewatch's contract, so a leading brace means a bare payload.
+    let (topic, payload) = match line.starts_with('{') {
+        true => (None, line),
+        false => match line.split_once(' ') {
+            Some((t, p)) => (Some(t), p.trim_start()),
+            None => (None, line),
+        },
+    };
+    let value: serde_json::Value =
+        serde_json::from_str(payload).map_err(|e| RenderError::NotJson {
+            line: line_no,
+            reason: json_reason(&e, line_no, line.len() - payload.len()),
+            start: excerpt(line),
+        })?;
+    let not_diagnosis = |reason: String| RenderError::NotDiagnosis {
+        line: line_no,
+        reason,
+        start: excerpt(line),
+    };
+    if !value.is_object() {
+        return Err(not_diagnosis("a JSON object is expected".into()));
+    }
+    let is_error_topic = topic.is_some_and(|t| t.ends_with("/error"));
+    if is_error_topic || (value.get("summary").is_none() && value.get("reason").is_some()) {
+        let e: ErrorView =
+            serde_json::from_value(value).map_err(|e| not_diagnosis(e.to_string()))?;
+        return Ok(Some(render_error(topic, &e)));
+    }
+    let v: View = serde_json::from_value(value).map_err(|e| not_diagnosis(e.to_string()))?;
+    Ok(Some(render(&v)))
+}
+
+/// serde's message, its position counted from the start of the input line
+/// (serde counts from the payload, after the topic): in bytes on one line,
+/// as line and column of the input when the object spans lines.
+fn json_reason(e: &serde_json::Error, line_no: usize, payload_offset: usize) -> String {
+    let msg = e.to_string();
+    let msg = msg.rfind(" at line ").map_or(msg.as_str(), |i| &msg[..i]);
+    if e.line() > 1 {
+        format!(
+            "{msg} at line {} column {}",
+            line_no + e.line() - 1,
+            e.column()
+        )
+    } else {
+        format!("{msg} at byte {}", payload_offset + e.column())
+    }
+}
+
+/// The first 60 characters of a bad line, so the error shows what it was.
+fn excerpt(line: &str) -> String {
+    let mut s: String = line.chars().take(60).collect();
+    let cut = s.len() < line.len();
+    s = s.replace('\n', " ");
+    if cut {
+        s.push('…');
+    }
+    format!("`{s}`")
+}
+
+fn render(v: &View) -> String {
+    let mut o = String::new();
+    let id = if v.alarm_id.is_empty() {
+        String::new()
+    } else {
+        format!(" · alarm {}", v.alarm_id)
+    };
+    let head = format!("== {} · {}{} ", or_dash(&v.equipment), or_dash(&v.code), id);
+    let _ = writeln!(
+        o,
+        "{head}{}",
+        "=".repeat(72usize.saturating_sub(head.chars().count()))
+    );
+    let _ = writeln!(o, "Summary: {}", v.summary);
+    if !v.probable_causes.is_empty() {
+        let _ = writeln!(o, "Probable causes:");
+        for c in &v.probable_causes {
+            let l = if c.likelihood.is_empty() {
+                "?"
+            } else {
+                &c.likelihood
+            };
+            let _ = writeln!(o, "  {:<8} {}", format!("[{l}]"), c.cause);
+        }
+    }
+    if !v.actions.is_empty() {
+        let _ = writeln!(o, "Actions:");
+        for (i, a) in v.actions.iter().enumerate() {
+            let _ = writeln!(o, "  {}. {}", i + 1, a);
+        }
+    }
+    if !v.sources.is_empty() {
+        let _ = writeln!(o, "Sources:");
+        for s in &v.sources {
+            let _ = writeln!(o, "  {} § {}", or_dash(&s.doc), or_dash(&s.section));
+        }
+    }
+    let _ = write!(o, "Mode: {}", mode_text(&v.mode));
+    if let Some(g) = &v.grounded {
+        let g = match g {
+            serde_json::Value::Bool(true) => "yes".to_string(),
+            serde_json::Value::Bool(false) => "no".to_string(),
+            other => other.to_string(),
+        };
+        let _ = write!(o, " · grounded: {g}");
+    }
+    if !v.model.is_empty() {
+        let _ = write!(o, " · model {}", v.model);
+    }
+    o.push('\n');
+    if let Some(t) = &v.timings {
+        let _ = writeln!(o, "Timings: {}", timings_text(t));
+    }
+    if !v.ts.is_empty() {
+        let _ = writeln!(o, "At: {}", v.ts);
+    }
+    o
+}
+
+fn render_error(topic: Option<&str>, e: &ErrorView) -> String {
+    let mut o = String::new();
+    let on = if e.topic.is_empty() {
+        topic.unwrap_or("-")
+    } else {
+        &e.topic
+    };
+    let head = format!("== rejected alarm on {on} ");
+    let _ = writeln!(
+        o,
+        "{head}{}",
+        "=".repeat(72usize.saturating_sub(head.chars().count()))
+    );
+    let _ = write!(o, "Reason: {}", e.reason);
+    if let Some(b) = e.bytes {
+        let _ = write!(o, " ({b} bytes)");
+    }
+    o.push('\n');
+    o
+}
+
+fn or_dash(s: &str) -> &str {
+    if s.is_empty() {
+        "-"
+    } else {
+        s
+    }
+}
+
+/// The mode, with what it means for how far to trust the answer.
+fn mode_text(mode: &str) -> String {
+    match mode {
+        "full" => "full (the model answered from the retrieved passages)".into(),
+        "degraded" => {
+            "degraded (the model did not answer; causes and actions are the manuals' own text)"
+                .into()
+        }
+        "triage" => "triage (alarm storm: answered from the manuals at once, no model run)".into(),
+        "" => "-".into(),
+        other => other.into(),
+    }
+}
+
+fn timings_text(t: &TimingsView) -> String {
+    let mut s = format!("retrieval {}", duration(t.retrieval_ms));
+    if t.prompt_tokens > 0 {
+        let _ = write!(s, " · prompt {} tokens", t.prompt_tokens);
+        if t.cached_tokens > 0 {
+            let _ = write!(s, " ({} cached)", t.cached_tokens);
+        }
+    }
+    if t.generated_tokens == 0 {
+        s.push_str(" · no generation");
+        return s;
+    }
+    let _ = write!(
+        s,
+        " · TTFT {} · {} tokens in {} ({:.1} tok/s)",
+        duration(t.ttft_ms),
+        t.generated_tokens,
+        duration(t.generation_ms),
+        t.tokens_per_s
+    );
+    if t.draft_tokens > 0 {
+        let _ = write!(
+            s,
+            " · drafts {}/{} accepted",
+            t.accepted_tokens, t.draft_tokens
+        );
+    }
+    s
+}
+
+fn duration(ms: f64) -> String {
+    if !ms.is_finite() || ms < 0.0 {
+        "-".into()
+    } else if ms < 10.0 {
+        // Retrieval takes well under a millisecond; "0 ms" would read as unmeasured.
+        format!("{ms:.1} ms")
+    } else if ms < 1000.0 {
+        format!("{ms:.0} ms")
+    } else {
+        format!("{:.1} s", ms / 1000.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn full_en() -> String {
+        r#"{"alarm_id":"demo-1","equipment":"ME1","code":"ME-JCW-TEMP-HI","summary":"Jacket water outlet temperature high on cylinder 3",
+"probable_causes":[{"cause":"Thermostatic valve stuck","likelihood":"high"},{"cause":"Cooler fouled","likelihood":"medium"}],
+"actions":["Check the thermostatic valve","Clean the cooler"],"sources":[{"doc":"main-engine-cooling.en","section":"ME-JCW-TEMP-HI: causes"}],
+"mode":"full","model":"qwen.gguf","timings":{"retrieval_ms":2.4,"prompt_tokens":380,"cached_tokens":209,"ttft_ms":1210.0,
+"generated_tokens":160,"generation_ms":5100.0,"tokens_per_s":31.4,"draft_tokens":0,"accepted_tokens":0},"ts":"2026-12-01T10:00:00Z"}"#
+            .replace('\n', "")
+    }
+
+    #[test]
+    fn a_full_english_diagnosis_shows_every_part() {
+        let text = render_line(1, &full_en()).unwrap().unwrap();
+        assert!(
+            text.starts_with("== ME1 · ME-JCW-TEMP-HI · alarm demo-1 ="),
+            "{text}"
+        );
+        assert!(text.contains("Summary: Jacket water outlet temperature high on cylinder 3\n"));
+        assert!(
+            text.contains("  [high]   Thermostatic valve stuck\n"),
+            "{text}"
+        );
+        assert!(text.contains("  [medium] Cooler fouled\n"), "{text}");
+        assert!(text.contains("  1. Check the thermostatic valve\n  2. Clean the cooler\n"));
+        assert!(text.contains("  main-engine-cooling.en § ME-JCW-TEMP-HI: causes\n"));
+        assert!(text.contains("Mode: full (the model answered"), "{text}");
+        assert!(text.contains("model qwen.gguf"));
+        assert!(
+            text.contains("retrieval 2.4 ms · prompt 380 tokens (209 cached) · TTFT 1.2 s · 160 tokens in 5.1 s (31.4 tok/s)"),
+            "{text}"
+        );
+        assert!(text.ends_with("At: 2026-12-01T10:00:00Z\n"));
+    }
+
+    #[test]
+    fn a_mosquitto_sub_line_is_read_after_its_topic() {
+        let line = format!("tidewatch/diagnosis/ME1 {}", full_en());
+        let text = render_line(1, &line).unwrap().unwrap();
+        assert_eq!(text, render_line(1, &full_en()).unwrap().unwrap());
+    }
+
+    #[test]
+    fn a_chinese_diagnosis_keeps_its_text() {
+        let line = r#"tidewatch/diagnosis/BUOY-07 {"alarm_id":"demo-3","equipment":"BUOY-07","code":"BAT-VOLT-LO","summary":"夜间蓄电池电压低","probable_causes":[{"cause":"太阳能板积污","likelihood":"high"}],"actions":["清洁太阳能板"],"sources":[{"doc":"buoy-power.zh","section":"BAT-VOLT-LO 原因"}],"mode":"full","model":"m.gguf","timings":{"retrieval_ms":1,"prompt_tokens":300,"cached_tokens":0,"ttft_ms":900,"generated_tokens":80,"generation_ms":2000,"tokens_per_s":40,"draft_tokens":0,"accepted_tokens":0},"ts":"t"}"#;
+        let text = render_line(7, line).unwrap().unwrap();
+        assert!(text.starts_with("== BUOY-07 · BAT-VOLT-LO · alarm demo-3 "));
+        assert!(text.contains("Summary: 夜间蓄电池电压低\n"));
+        assert!(text.contains("  [high]   太阳能板积污\n"));
+        assert!(text.contains("  1. 清洁太阳能板\n"));
+        assert!(text.contains("  buoy-power.zh § BAT-VOLT-LO 原因\n"));
+        assert!(text.contains("TTFT 900 ms"));
+    }
+
+    #[test]
+    fn a_degraded_diagnosis_says_the_model_did_not_answer() {
+        let line = r#"{"alarm_id":"a","equipment":"ME1","code":"X","summary":"Degraded: manual text","probable_causes":[{"cause":"c","likelihood":"medium"}],"actions":["a"],"sources":[],"mode":"degraded","model":"m","timings":{"retrieval_ms":3,"prompt_tokens":0,"cached_tokens":0,"ttft_ms":0,"generated_tokens":0,"generation_ms":0,"tokens_per_s":0,"draft_tokens":0,"accepted_tokens":0},"ts":"t"}"#;
+        let text = render_line(1, line).unwrap().unwrap();
+        assert!(text.contains("Mode: degraded (the model did not answer; causes and actions are the manuals' own text)"), "{text}");
+        assert!(
+            text.contains("Timings: retrieval 3.0 ms · no generation\n"),
+            "{text}"
+        );
+        assert!(!text.contains("Sources:"));
+    }
+
+    // Another change adds `grounded` and a `passages` mode; diagnoses from
+    // either side of it must render.
+    #[test]
+    fn unknown_fields_and_modes_render_and_grounded_is_shown() {
+        let mut v: serde_json::Value = serde_json::from_str(&full_en()).unwrap();
+        v["grounded"] = serde_json::json!(false);
+        v["mode"] = serde_json::json!("passages");
+        v["something_new"] = serde_json::json!({"x": 1});
+        let text = render_line(1, &v.to_string()).unwrap().unwrap();
+        assert!(
+            text.contains("Mode: passages · grounded: no · model qwen.gguf"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_diagnosis_missing_optional_parts_still_renders() {
+        let text = render_line(1, r#"{"summary":"only this"}"#)
+            .unwrap()
+            .unwrap();
+        assert!(text.starts_with("== - · - "));
+        assert!(text.contains("Summary: only this\nMode: -\n"), "{text}");
+    }
+
+    #[test]
+    fn a_bad_json_line_is_an_error_naming_the_line() {
+        let e = render_line(12, "tidewatch/diagnosis/ME1 {\"summary\": ").unwrap_err();
+        let msg = e.to_string();
+        assert_eq!(
+            msg,
+            "line 12: not JSON (EOF while parsing a value at byte 35): `tidewatch/diagnosis/ME1 {\"summary\":`"
+        );
+        let e = render_line(3, "hello").unwrap_err().to_string();
+        assert!(e.starts_with("line 3: not JSON"), "{e}");
+    }
+
+    #[test]
+    fn json_that_is_not_a_diagnosis_is_an_error_naming_the_line() {
+        let e = render_line(4, r#"tidewatch/status {"state":"online","slots":1}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("line 4: not a diagnosis (missing field `summary`"),
+            "{e}"
+        );
+        let e = render_line(5, "[1,2]").unwrap_err().to_string();
+        assert!(
+            e.starts_with("line 5: not a diagnosis (a JSON object"),
+            "{e}"
+        );
+        let e = render_line(6, r#"{"summary":"s","probable_causes":"oops"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("line 6: not a diagnosis (invalid type"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_long_bad_line_is_cut_in_the_error() {
+        let long = format!("x{}", "y".repeat(500));
+        let e = render_line(1, &long).unwrap_err().to_string();
+        assert!(e.len() < 200, "{e}");
+        assert!(e.contains("…`"));
+    }
+
+    #[test]
+    fn a_rejection_from_the_error_topic_is_shown() {
+        let line = r#"tidewatch/error {"topic":"tidewatch/alarm/ME1","reason":"field id is required","bytes":42,"ts":"t"}"#;
+        let text = render_line(1, line).unwrap().unwrap();
+        assert_eq!(
+            text,
+            format!(
+                "== rejected alarm on tidewatch/alarm/ME1 {}\nReason: field id is required (42 bytes)\n",
+                "=".repeat(31)
+            )
+        );
+    }
+}
