@@ -31,16 +31,18 @@ fi
 cargo build --release
 bin="${CARGO_TARGET_DIR:-target}/release/tidewatch"
 work=$(mktemp -d)
-prefix="tidewatch-demo"
-client_id="tidewatch-demo"
+# Per run: two demos on one broker (or a demo next to a daemon) must not share
+# a persistent session, whose client id the broker gives to whoever connected
+# last, nor a retained status that says "online" for the other one.
+prefix="tidewatch-demo-$$"
+client_id="tidewatch-demo-$$"
 port=1883
 broker="" daemon="" status_sub="" diag_sub=""
 external_broker=0
 
 # Drops the demo's persistent session and retained status on a broker that
-# outlives the demo (a system mosquitto): otherwise alarms left unanswered by
-# an interrupted run are redelivered into the next one, and a stale retained
-# "online" would pass for this run's daemon.
+# outlives the demo (a system mosquitto), which would otherwise keep both
+# for every run.
 forget_session() {
   mosquitto_pub -p "$port" -i "$client_id" -r -n -t "$prefix/status" 2>/dev/null || true
 }
@@ -94,7 +96,6 @@ fail() { # message
 
 if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
   external_broker=1
-  forget_session
 else
   echo "demo: starting mosquitto on 127.0.0.1:$port" >&2
   printf 'listener %s 127.0.0.1\nallow_anonymous true\n' "$port" > "$work/mosquitto.conf"
@@ -167,5 +168,5 @@ echo "demo: $total diagnoses in $((SECONDS - t1)) s from $name" >&2
 if [ "$quick" = 1 ]; then
   echo "demo: --quick ran the 135M test model, whose answers are not meant to make sense; run deploy/demo.sh without --quick for real ones" >&2
 fi
-echo "demo: follow a running daemon the same way: mosquitto_sub -v -t 'tidewatch/diagnosis/#' | tidewatch show" >&2
+echo "demo: a running daemon's diagnoses print the same way: mosquitto_sub -v -t 'tidewatch/diagnosis/#' | tidewatch show" >&2
 [ "$bad" = 0 ] || fail "$bad diagnoses could not be shown"
