@@ -1,5 +1,6 @@
 //! Diagnoses: the outbound wire format, and the answers built from retrieval
-//! alone when the model cannot (mode "degraded") or should not (mode "triage").
+//! alone when the model cannot (mode "degraded"), should not (mode "triage")
+//! or answered with nothing the passages support (mode "passages").
 //!
 //! Pure: passages and an alarm in, a `Diagnosis` out. The model-driven path lives
 //! in `llm`; the pipeline that chooses between them lives in `pipeline`.
@@ -19,6 +20,9 @@ pub enum Mode {
     Degraded,
     /// The queue was full during a storm; built from retrieval straight away.
     Triage,
+    /// The LLM answered, but none of its causes was text the passages or the
+    /// alarm support (`grounding::guard`); built from retrieval.
+    Passages,
 }
 
 impl Mode {
@@ -27,6 +31,7 @@ impl Mode {
             Mode::Full => "full",
             Mode::Degraded => "degraded",
             Mode::Triage => "triage",
+            Mode::Passages => "passages",
         }
     }
 }
@@ -74,6 +79,11 @@ pub struct Diagnosis {
     pub actions: Vec<String>,
     pub sources: Vec<Source>,
     pub mode: Mode,
+    /// Share (0..1, two decimals) of the model's causes that were text and
+    /// supported by the passages or the alarm; what was not is not published.
+    /// 0 in mode "passages"; 1 in "degraded" and "triage", whose causes are
+    /// all the manuals' own.
+    pub grounded: f64,
     pub model: String,
     pub timings: Timings,
     pub ts: String,
@@ -185,10 +195,6 @@ pub fn from_passages(
     model: &str,
     timings: Timings,
 ) -> Diagnosis {
-    let zh = alarm
-        .message
-        .as_deref()
-        .is_some_and(crate::retrieval::tokenize::has_cjk);
     let causes_hit = hits.iter().find(|h| is_causes(&h.section));
     let checks_hit = hits.iter().find(|h| is_checks(&h.section));
     let likelihood = ["high", "medium", "low"];
@@ -219,13 +225,45 @@ pub fn from_passages(
                 section: h.section.clone(),
             }),
     );
+    Diagnosis {
+        alarm_id: alarm.id.clone(),
+        equipment: alarm.equipment.clone(),
+        code: alarm.code.clone(),
+        summary: passages_summary(alarm, hits, mode),
+        probable_causes,
+        actions,
+        sources,
+        mode,
+        // Every cause is the manuals' own; in mode "passages" the model's
+        // were all dropped, and `grounding::guard` says so with 0.
+        grounded: 1.0,
+        model: model.to_string(),
+        timings,
+        ts: now_rfc3339(),
+    }
+}
+
+/// The summary of an answer the model did not write: why, then the manual
+/// and section the passages come from, in the alarm's language. Mode "full"
+/// is a model answer whose own summary was not text.
+pub fn passages_summary(alarm: &Alarm, hits: &[Hit], mode: Mode) -> String {
+    let zh = alarm
+        .message
+        .as_deref()
+        .is_some_and(crate::retrieval::tokenize::has_cjk);
     let why = match (mode, zh) {
         (Mode::Triage, false) => "Triage during an alarm storm (no model run)",
         (Mode::Triage, true) => "告警风暴期间的快速分诊（未运行模型）",
-        (_, false) => "Model diagnosis unavailable; guidance from the manuals",
-        (_, true) => "模型诊断不可用；以下为手册中的指导",
+        (Mode::Passages, false) => {
+            "Model answer not supported by the manuals; guidance from the manuals"
+        }
+        (Mode::Passages, true) => "模型回答缺乏手册依据；以下为手册中的指导",
+        (Mode::Full, false) => "Model summary unusable; see the manuals",
+        (Mode::Full, true) => "模型摘要不可用；参见手册",
+        (Mode::Degraded, false) => "Model diagnosis unavailable; guidance from the manuals",
+        (Mode::Degraded, true) => "模型诊断不可用；以下为手册中的指导",
     };
-    let summary = match hits.first() {
+    match hits.first() {
         Some(h) => format!("{why}: {} — {}.", h.title, h.section),
         None => match zh {
             false => format!(
@@ -234,19 +272,6 @@ pub fn from_passages(
             ),
             true => format!("{why}：知识库中没有告警 {} 的相关内容。", alarm.code),
         },
-    };
-    Diagnosis {
-        alarm_id: alarm.id.clone(),
-        equipment: alarm.equipment.clone(),
-        code: alarm.code.clone(),
-        summary,
-        probable_causes,
-        actions,
-        sources,
-        mode,
-        model: model.to_string(),
-        timings,
-        ts: now_rfc3339(),
     }
 }
 

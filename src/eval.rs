@@ -1,5 +1,5 @@
 //! Evaluation on labeled alarms: retrieval hit@k alone, or the whole pipeline
-//! (JSON validity, cause-keyword hits, degraded rate, latency).
+//! (JSON validity, cause-keyword hits, grounding, degraded rate, latency).
 //!
 //! Owns the case file format (knowledge/eval/alarms.jsonl) and the metrics.
 //! Scoring functions are pure; `run_full` drives real slots.
@@ -227,6 +227,7 @@ pub fn outcome(tr: &crate::pipeline::Trace, keywords: &[String]) -> Outcome {
         valid: wire.is_some(),
         found: keyword_hits(&text, keywords),
         expected: keywords.len(),
+        verdict: tr.verdict,
     }
 }
 
@@ -239,6 +240,9 @@ pub struct Outcome {
     /// Expected-cause keyword groups found, and how many the case has.
     pub found: usize,
     pub expected: usize,
+    /// The grounding guard's verdict on the model's answer; None when the
+    /// model did not answer (degraded, triage).
+    pub verdict: Option<crate::grounding::Verdict>,
 }
 
 /// Cause-keyword scores of the answers of one mode.
@@ -258,13 +262,22 @@ pub struct Scores {
     pub full: KeywordStats,
     pub degraded: KeywordStats,
     pub triage: KeywordStats,
+    /// Model answers the grounding guard replaced with the passages' items:
+    /// the manuals' text, so apart from `full` like `degraded`.
+    pub passages: KeywordStats,
     /// Share of all cases answered in full, validly, naming an expected cause:
     /// what `bench --decide` compares.
     pub accuracy: f64,
+    /// Mean share of the model's causes that were grounded, over the
+    /// answers the model gave (full and passages); None without any.
+    pub grounded_mean: Option<f64>,
+    /// Model causes the guard dropped, over all cases.
+    pub causes_dropped: usize,
 }
 
-/// Scores every case. Keyword rates are per mode: a degraded or triage
-/// answer is the manuals' own text, so its hits say nothing of the model's.
+/// Scores every case. Keyword rates are per mode: a degraded, triage or
+/// passages answer is the manuals' own text, so its hits say nothing of the
+/// model's. Grounding is averaged over the answers the model gave.
 pub fn score(outcomes: &[Outcome]) -> Scores {
     use crate::diagnosis::Mode;
     let of = |mode: Mode| {
@@ -284,12 +297,18 @@ pub fn score(outcomes: &[Outcome]) -> Scores {
         .iter()
         .filter(|o| o.mode == Mode::Full && o.valid && o.found > 0)
         .count();
+    let verdicts: Vec<&crate::grounding::Verdict> =
+        outcomes.iter().filter_map(|o| o.verdict.as_ref()).collect();
     Scores {
         json_valid_rate: valid as f64 / n,
         full: of(Mode::Full),
         degraded: of(Mode::Degraded),
         triage: of(Mode::Triage),
+        passages: of(Mode::Passages),
         accuracy: accurate as f64 / n,
+        grounded_mean: (!verdicts.is_empty())
+            .then(|| verdicts.iter().map(|v| v.grounded).sum::<f64>() / verdicts.len() as f64),
+        causes_dropped: verdicts.iter().map(|v| v.dropped).sum(),
     }
 }
 
@@ -306,6 +325,7 @@ mod tests {
                 ..Default::default()
             }),
             hits: Vec::new(),
+            verdict: None,
         }
     }
 
@@ -322,6 +342,7 @@ mod tests {
             actions: vec!["check the filter".into()],
             sources: vec![],
             mode,
+            grounded: 1.0,
             model: "m.gguf".into(),
             timings: Default::default(),
             ts: "2026-01-01T00:00:00Z".into(),
@@ -363,6 +384,7 @@ mod tests {
             valid,
             found,
             expected: 2,
+            verdict: None,
         };
         let s = score(&[
             o(Mode::Full, true, 0),
@@ -388,6 +410,43 @@ mod tests {
         let s = score(&[]);
         assert_eq!(s.full.keyword_hit_rate, None);
         assert_eq!(s.accuracy, 0.0);
+        assert_eq!(s.grounded_mean, None);
+    }
+
+    // Issue J item 2: an answer the guard rebuilt from the passages is the
+    // manuals' text; its keywords are counted apart, and its zero grounded
+    // share and dropped causes are the model's.
+    #[test]
+    fn passages_answers_count_apart_and_their_grounding_is_the_models() {
+        use crate::diagnosis::Mode;
+        use crate::grounding::Verdict;
+        let o = |mode, found, verdict| Outcome {
+            mode,
+            valid: true,
+            found,
+            expected: 1,
+            verdict,
+        };
+        let v = |grounded, dropped, fell_back| {
+            Some(Verdict {
+                grounded,
+                dropped,
+                fell_back,
+            })
+        };
+        let s = score(&[
+            o(Mode::Full, 1, v(1.0, 0, false)),
+            o(Mode::Full, 0, v(0.5, 1, false)),
+            o(Mode::Passages, 1, v(0.0, 3, true)),
+            o(Mode::Degraded, 1, None),
+        ]);
+        assert_eq!(s.full.cases, 2);
+        assert_eq!(s.full.keyword_hit_rate, Some(0.5));
+        assert_eq!(s.passages.cases, 1);
+        assert_eq!(s.passages.keyword_hit_rate, Some(1.0));
+        assert_eq!(s.grounded_mean, Some(0.5));
+        assert_eq!(s.causes_dropped, 4);
+        assert_eq!(s.accuracy, 0.25);
     }
 
     #[test]
@@ -449,13 +508,26 @@ pub struct FullReport {
     pub json_valid_rate: f64,
     pub empty_summaries: usize,
     pub full_rate: f64,
+    /// Share of cases the model did not answer (degraded, triage).
     pub degraded_rate: f64,
+    /// Share of cases whose model answer had no grounded cause and was
+    /// replaced by the passages' items (mode "passages").
+    pub passages_rate: f64,
+    /// Answers that fell back to the passages, as a count.
+    pub fell_back_to_passages: usize,
+    /// Mean share of the model's causes that were text and supported by the
+    /// passages or the alarm, over the answers the model gave.
+    pub grounded_mean: Option<f64>,
+    /// Model causes the grounding guard dropped, over all cases.
+    pub causes_dropped: usize,
     /// Share of full answers with at least one expected-cause keyword.
     pub keyword_hit_rate: Option<f64>,
     /// Share of the expected keywords found in full answers.
     pub keyword_recall: Option<f64>,
     /// The same for degraded answers (the manuals' own text), kept apart.
     pub degraded: KeywordStats,
+    /// The same for passages answers (also the manuals' own text).
+    pub passages: KeywordStats,
     /// The same for triage answers; eval has no queue, so normally none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub triage: Option<KeywordStats>,
@@ -647,10 +719,15 @@ pub async fn run_full(
         json_valid_rate: scores.json_valid_rate,
         empty_summaries: empty,
         full_rate: scores.full.cases as f64 / n,
-        degraded_rate: 1.0 - scores.full.cases as f64 / n,
+        degraded_rate: (scores.degraded.cases + scores.triage.cases) as f64 / n,
+        passages_rate: scores.passages.cases as f64 / n,
+        fell_back_to_passages: scores.passages.cases,
+        grounded_mean: scores.grounded_mean,
+        causes_dropped: scores.causes_dropped,
         keyword_hit_rate: scores.full.keyword_hit_rate,
         keyword_recall: scores.full.keyword_recall,
         degraded: scores.degraded,
+        passages: scores.passages,
         triage: (scores.triage.cases > 0).then_some(scores.triage),
         accuracy: scores.accuracy,
         prompt_tokens_p50: percentile(&prompt, 0.5),

@@ -10,7 +10,9 @@
 //! 4. A worker per slot takes a job to the `pipeline`: `retrieval` finds the
 //!    passages, `prompt` builds a short prompt, `llm` runs it on a slot thread
 //!    under the `watchdog`, and the output becomes a `diagnosis` (or a
-//!    degraded one from retrieval if the model fails).
+//!    degraded one from retrieval if the model fails). `grounding` drops
+//!    what of the model's answer is not text or not supported by the
+//!    passages, and answers from the passages when nothing is left.
 //! 5. The daemon publishes the diagnosis and only then acknowledges the alarm.
 //!    `systemd` reports readiness, status and liveness throughout.
 //!
@@ -29,6 +31,7 @@ pub mod delivery;
 pub mod diagnosis;
 pub mod eval;
 pub mod eval_speed;
+pub mod grounding;
 pub mod llm;
 pub mod logging;
 pub mod mqtt;

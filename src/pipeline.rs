@@ -2,7 +2,8 @@
 //! the retry-on-fallback and degrade steps that make sure every alarm gets an
 //! answer.
 //!
-//! Owns the choice between modes and the shared counters. It does not know
+//! Owns the choice between modes and the shared counters; every model answer
+//! passes `grounding::guard` before it becomes a diagnosis. It does not know
 //! about MQTT, queues or systemd; the daemon and the one-shot `diagnose`
 //! command both call it.
 
@@ -13,6 +14,7 @@ use std::time::{Duration, Instant};
 use crate::alarm::Alarm;
 use crate::config::Config;
 use crate::diagnosis::{self, dedup_sources, Cause, Diagnosis, Mode, Source, Timings};
+use crate::grounding::{self, Verdict};
 use crate::llm::grammar::passage_index;
 use crate::llm::{GenOutput, GenRequest, Model, Slot, SlotCounters, SlotFailure, Style};
 use crate::prompt::{self, strip_think};
@@ -24,6 +26,10 @@ pub struct Counters {
     pub diagnosed: AtomicU64,
     pub degraded: AtomicU64,
     pub triage: AtomicU64,
+    /// Of `diagnosed`, the answers the grounding guard replaced with the
+    /// passages' items (mode "passages"): the model did answer, so they stay
+    /// in `diagnosed`, which says how often the model ran to the end.
+    pub passages: AtomicU64,
     pub merged: AtomicU64,
     pub rejected: AtomicU64,
     pub replayed: AtomicU64,
@@ -38,6 +44,7 @@ impl Counters {
             "diagnosed": g(&self.diagnosed),
             "degraded": g(&self.degraded),
             "triage": g(&self.triage),
+            "passages": g(&self.passages),
             "merged": g(&self.merged),
             "rejected": g(&self.rejected),
             "replayed": g(&self.replayed),
@@ -64,6 +71,9 @@ pub struct Trace {
     pub first: Option<GenOutput>,
     /// The passages retrieval returned.
     pub hits: Vec<Hit>,
+    /// What the grounding guard did to the model's answer that was
+    /// published; None when no model answer was (degraded).
+    pub verdict: Option<Verdict>,
 }
 
 /// A prepared generation: the request and the passages its P-labels refer to.
@@ -164,11 +174,12 @@ impl Pipeline {
             Ok(out) => {
                 first_output = Some(out.clone());
                 match self.finish(alarm, &prepared_hits, retrieval_ms, out) {
-                    Ok(d) => {
+                    Ok((d, v)) => {
                         return Trace {
                             diagnosis: self.count(d),
                             first: first_output,
                             hits,
+                            verdict: Some(v),
                         }
                     }
                     Err(why) => why,
@@ -176,11 +187,12 @@ impl Pipeline {
             }
             Err(f) => describe(&f),
         };
-        let diagnosis = self.retry(slot, alarm, &hits, retrieval_ms, failure).await;
+        let (diagnosis, verdict) = self.retry(slot, alarm, &hits, retrieval_ms, failure).await;
         Trace {
             diagnosis,
             first: first_output,
             hits,
+            verdict,
         }
     }
 
@@ -191,7 +203,7 @@ impl Pipeline {
         hits: &[Hit],
         retrieval_ms: f64,
         failure: String,
-    ) -> Diagnosis {
+    ) -> (Diagnosis, Option<Verdict>) {
         let wd = self.cfg.watchdog;
         let hits = hits.to_vec();
         tracing::warn!(alarm_id = %alarm.id, reason = %failure, "retrying on the fallback path");
@@ -200,7 +212,7 @@ impl Pipeline {
         let deadline = (wd.deadline / 2).max(Duration::from_secs(1));
         match slot.run(retry.request, &wd, deadline).await {
             Ok(out) => match self.finish(alarm, &retry_hits, retrieval_ms, out) {
-                Ok(d) => return self.count(d),
+                Ok((d, v)) => return (self.count(d), Some(v)),
                 Err(why) => {
                     tracing::warn!(alarm_id = %alarm.id, reason = %why, "fallback output unusable")
                 }
@@ -213,13 +225,14 @@ impl Pipeline {
             retrieval_ms,
             ..Default::default()
         };
-        self.count(diagnosis::from_passages(
+        let d = self.count(diagnosis::from_passages(
             alarm,
             &hits,
             Mode::Degraded,
             &self.model.info.name,
             t,
-        ))
+        ));
+        (d, None)
     }
 
     /// A retrieval-only answer for an alarm that must not wait (alarm storms).
@@ -243,19 +256,27 @@ impl Pipeline {
             Mode::Full => &self.counters.diagnosed,
             Mode::Degraded => &self.counters.degraded,
             Mode::Triage => &self.counters.triage,
+            Mode::Passages => {
+                self.counters.passages.fetch_add(1, Ordering::Relaxed);
+                &self.counters.diagnosed
+            }
         };
         c.fetch_add(1, Ordering::Relaxed);
         d
     }
 
-    /// Turns model output into a diagnosis, or says why it is unusable.
+    /// Turns model output into a diagnosis, or says why it is unusable. The
+    /// model's values pass the grounding guard; an answer with no grounded
+    /// cause comes back built from `hits` in mode "passages", not as an error,
+    /// because the model did run and a retry on the same passages would
+    /// most likely say the same.
     pub fn finish(
         &self,
         alarm: &Alarm,
         hits: &[Hit],
         retrieval_ms: f64,
         out: GenOutput,
-    ) -> Result<Diagnosis, String> {
+    ) -> Result<(Diagnosis, Verdict), String> {
         let d = out.draft;
         let summary = strip_think(&d.summary);
         if summary.is_empty() {
@@ -292,7 +313,7 @@ impl Pipeline {
                 }),
         );
         let gen_s = out.generation_ms / 1e3;
-        Ok(Diagnosis {
+        let draft = Diagnosis {
             alarm_id: alarm.id.clone(),
             equipment: alarm.equipment.clone(),
             code: alarm.code.clone(),
@@ -301,6 +322,7 @@ impl Pipeline {
             actions,
             sources,
             mode: Mode::Full,
+            grounded: 1.0,
             model: self.model.info.name.clone(),
             timings: Timings {
                 retrieval_ms: round2(retrieval_ms),
@@ -318,7 +340,24 @@ impl Pipeline {
                 accepted_tokens: out.accepted_tokens,
             },
             ts: diagnosis::now_rfc3339(),
-        })
+        };
+        let proposed: Vec<String> = draft
+            .probable_causes
+            .iter()
+            .map(|c| c.cause.clone())
+            .collect();
+        let (d, v) = grounding::guard(draft, hits, alarm);
+        if v.dropped > 0 {
+            tracing::debug!(
+                alarm_id = %alarm.id,
+                dropped = v.dropped,
+                grounded = d.grounded,
+                mode = d.mode.as_str(),
+                proposed = ?proposed,
+                "model causes that were not text or not in the passages were dropped"
+            );
+        }
+        Ok((d, v))
     }
 }
 

@@ -144,7 +144,7 @@ async fn alarm_over_tls_with_password_gets_a_full_diagnosis_and_the_sensor_reads
         .expect("tidewatch/diagnosis/ME1", T, |v| v["alarm_id"] == "tls-1")
         .await;
     assert_full_diagnosis_shape(&diag);
-    assert_eq!(diag["mode"], "full", "{diag}");
+    assert_model_answered(&diag);
     assert_eq!(diag["code"], "ME-LO-PRES-LO");
 
     // By now the broker has routed the diagnosis and the retained status;

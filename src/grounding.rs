@@ -1,0 +1,597 @@
+//! The grounding guard: which of the model's values may be published.
+//!
+//! Owns two judgements on a model's answer: whether a value is text at all
+//! (not JSON punctuation, list numbering, the bare alarm code or a fragment),
+//! and whether a cause shares content with the passages retrieved for the
+//! alarm or with the alarm itself. `guard` applies both to a draft diagnosis
+//! and, when no cause survives, replaces the answer with the passages' own
+//! items (`diagnosis::from_passages`, mode "passages").
+//!
+//! Pure: a draft, passages and an alarm in, a diagnosis and a verdict out. It
+//! never runs the model and never writes text of its own beyond the summaries
+//! `diagnosis` already knows how to build.
+
+use std::collections::HashSet;
+
+use crate::alarm::Alarm;
+use crate::diagnosis::{self, Diagnosis, Mode};
+use crate::retrieval::tokenize::terms;
+use crate::retrieval::Hit;
+
+/// Fewest content words a value needs. Two, because the manuals' short
+/// causes and checks ("worn pump", "Reduce speed") have two.
+const MIN_WORDS: usize = 2;
+
+/// A single word of at least this many letters is still text: the manuals
+/// name two causes in one word ("icing", "blackout"), and their own items
+/// must pass, or the answer built from them would break the rule it backs.
+const MIN_LONE_WORD: usize = 5;
+
+/// Fewest CJK characters: the manuals' shortest Chinese items ("结冰",
+/// "降速") have two.
+const MIN_CJK: usize = 2;
+
+/// Share of a cause's content terms that must occur in the passages or the
+/// alarm. One in three lets a paraphrase through ("filter blocked" for
+/// "clogged filter" shares "filter") and stops a long invention that shares
+/// one generic word ("engine") with the passage.
+const MIN_SHARE: f64 = 1.0 / 3.0;
+
+/// Words that do not make a value text on their own. "alarm" is here because
+/// "ALARM BAT-VOLT-LO" is the bare code dressed up.
+const FILLER: &[&str] = &[
+    "a", "an", "the", "and", "or", "of", "to", "in", "on", "at", "for", "is", "are", "be", "by",
+    "with", "from", "as", "it", "its", "this", "that", "if", "then", "than", "not", "no", "do",
+    "alarm",
+];
+
+/// The answer's JSON vocabulary: keys and likelihoods. A value made of them
+/// only ("likelihood:", "high") is the skeleton leaking into a string.
+const SCHEMA_WORDS: &[&str] = &[
+    "summary",
+    "probable_causes",
+    "probable",
+    "causes",
+    "cause",
+    "likelihood",
+    "high",
+    "medium",
+    "low",
+    "actions",
+    "sources",
+];
+
+fn is_cjk(c: char) -> bool {
+    crate::retrieval::tokenize::has_cjk(c.encode_utf8(&mut [0; 4]))
+}
+
+/// The alarm code's parts ("me", "lo", "pres"), lowercased.
+fn code_parts(code: &str) -> Vec<String> {
+    code.split(|c: char| !c.is_alphanumeric())
+        .filter(|p| !p.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// `s` with every occurrence of `code` (ASCII case ignored) replaced by a
+/// space, so "5BAT-VOLT-LO" leaves only the stray "5".
+fn without_code(s: &str, code: &str) -> String {
+    let code = code.trim();
+    if code.is_empty() {
+        return s.to_string();
+    }
+    // ASCII lowering keeps byte offsets, so matches index the original.
+    let hay = s.to_ascii_lowercase();
+    let needle = code.to_ascii_lowercase();
+    let mut out = String::with_capacity(s.len());
+    let mut last = 0;
+    for (i, _) in hay.match_indices(&needle) {
+        out.push_str(&s[last..i]);
+        out.push(' ');
+        last = i + needle.len();
+    }
+    out.push_str(&s[last..]);
+    out
+}
+
+/// JSON structure inside a value: the model wrote the skeleton into a string
+/// ("1. 5BAT-VOLT-LO},{" seen with the 135M test model). The manuals never
+/// use braces, and a quote next to a colon or bracket is a key or a list.
+fn has_json_structure(s: &str) -> bool {
+    s.contains(['{', '}']) || ["\":", "\",\"", "[\"", "\"]"].iter().any(|p| s.contains(p))
+}
+
+/// True if `value` says something: not JSON punctuation, not list numbering,
+/// not the bare alarm code (alone or numbered), and at least two content
+/// words (one long one) or two CJK characters once the code is taken out.
+pub fn is_text(value: &str, alarm_code: &str) -> bool {
+    if has_json_structure(value) {
+        return false;
+    }
+    let rest = without_code(value, alarm_code);
+    let parts = code_parts(alarm_code);
+    let cjk = rest.chars().filter(|c| is_cjk(*c)).count();
+    let words: Vec<&str> = rest
+        .split(|c: char| !c.is_alphanumeric() || is_cjk(c))
+        .filter(|w| w.chars().filter(|c| c.is_alphabetic()).count() >= 2)
+        .filter(|w| !FILLER.contains(&w.to_lowercase().as_str()))
+        .collect();
+    // The code spelled out ("BAT VOLT LO") is still the code, and a key
+    // ("likelihood:") is still JSON; one code part beside another word is
+    // text ("poor vacuum" for FWG-VACUUM-LO).
+    if cjk == 0
+        && words.iter().all(|w| {
+            let l = w.to_lowercase();
+            parts.contains(&l) || SCHEMA_WORDS.contains(&l.as_str())
+        })
+    {
+        return false;
+    }
+    let words: Vec<usize> = words
+        .iter()
+        .map(|w| w.chars().filter(|c| c.is_alphabetic()).count())
+        .collect();
+    cjk >= MIN_CJK || words.len() >= MIN_WORDS || words.first().is_some_and(|&l| l >= MIN_LONE_WORD)
+}
+
+/// `value` without a leading list marker ("1. ", "2) ", "（3）", "- ") and
+/// trailing separators: the model numbers its values as the passages do,
+/// and "1. clogged filter" is published as "clogged filter".
+pub fn tidy(value: &str) -> String {
+    let v = value.trim();
+    let chars: Vec<char> = v.chars().collect();
+    let digits = chars
+        .iter()
+        .skip_while(|c| matches!(c, '(' | '（'))
+        .take_while(|c| c.is_ascii_digit())
+        .count();
+    let open = usize::from(matches!(chars.first(), Some('(' | '（')));
+    let skip = if matches!(chars.first(), Some('-' | '•' | '*'))
+        && chars.get(1).is_some_and(|c| c.is_whitespace())
+    {
+        1
+    } else if (1..=2).contains(&digits) {
+        let after = open + digits;
+        match (chars.get(after), chars.get(after + 1)) {
+            (Some(')' | '）' | '、'), _) => after + 1,
+            (Some('.'), Some(c)) if c.is_whitespace() => after + 1,
+            (Some('.'), None) => after + 1,
+            _ => 0,
+        }
+    } else {
+        0
+    };
+    chars[skip..]
+        .iter()
+        .collect::<String>()
+        .trim()
+        .trim_end_matches([',', ';', '，', '；'])
+        .trim()
+        .to_string()
+}
+
+/// A cheap suffix fold on top of `terms`' plural fold, so "leaking",
+/// "leaked" and "leak" meet. Applied to both sides, so a wrong stem still
+/// compares equal to itself.
+fn stem(t: String) -> String {
+    if !t.bytes().all(|b| b.is_ascii_alphabetic()) {
+        return t;
+    }
+    for (suffix, min) in [("ing", 6), ("ed", 5), ("es", 5)] {
+        if t.len() >= min && t.ends_with(suffix) {
+            return t[..t.len() - suffix.len()].to_string();
+        }
+    }
+    t
+}
+
+/// Content terms: words (lowercased, stopwords out, stemmed) and CJK
+/// character bigrams, as retrieval sees them.
+fn content_terms(text: &str) -> HashSet<String> {
+    terms(text)
+        .into_iter()
+        .filter(|t| !t.starts_with('#'))
+        .map(stem)
+        .collect()
+}
+
+/// True if `cause` shares enough content with the passages or the alarm. The
+/// alarm code's own parts do not count: echoing "JCW TEMP" back is not a cause.
+pub fn support(cause: &str, passages: &[Hit], alarm: &Alarm) -> bool {
+    let parts: HashSet<String> = code_parts(&alarm.code).into_iter().map(stem).collect();
+    let mine: HashSet<String> = content_terms(cause)
+        .into_iter()
+        .filter(|t| !parts.contains(t))
+        .collect();
+    if mine.is_empty() {
+        return false;
+    }
+    let mut known = HashSet::new();
+    for h in passages {
+        known.extend(content_terms(&h.text));
+        known.extend(content_terms(&h.section));
+        known.extend(content_terms(&h.title));
+    }
+    for field in [alarm.message.as_deref(), alarm.kind.as_deref()]
+        .into_iter()
+        .flatten()
+    {
+        known.extend(content_terms(field));
+    }
+    let shared = mine.iter().filter(|t| known.contains(*t)).count();
+    shared > 0 && shared as f64 >= MIN_SHARE * mine.len() as f64
+}
+
+/// What the guard did to one answer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Verdict {
+    /// Share of the model's causes that were text and supported, 0..1.
+    pub grounded: f64,
+    /// The model's causes the guard removed.
+    pub dropped: usize,
+    /// No cause survived: the answer is the passages' own (mode "passages").
+    pub fell_back: bool,
+}
+
+/// Cleans a model's draft diagnosis: values that are not text go, causes the
+/// passages and the alarm do not support go, a summary that is not text is
+/// replaced by the passage-built one, and with no cause left the whole answer
+/// is built from the passages (mode "passages"). `grounded` is set on the
+/// result, rounded to two decimals.
+pub fn guard(draft: Diagnosis, passages: &[Hit], alarm: &Alarm) -> (Diagnosis, Verdict) {
+    let total = draft.probable_causes.len();
+    let code = alarm.code.as_str();
+    let mut d = draft;
+    for c in &mut d.probable_causes {
+        c.cause = tidy(&c.cause);
+    }
+    d.probable_causes
+        .retain(|c| is_text(&c.cause, code) && support(&c.cause, passages, alarm));
+    d.probable_causes = diagnosis::distinct_texts(d.probable_causes, |c| c.cause.as_str());
+    let kept = d.probable_causes.len();
+    let grounded = if total == 0 {
+        0.0
+    } else {
+        kept as f64 / total as f64
+    };
+    let verdict = Verdict {
+        grounded,
+        dropped: total - kept,
+        fell_back: kept == 0,
+    };
+    if verdict.fell_back {
+        let mut p =
+            diagnosis::from_passages(alarm, passages, Mode::Passages, &d.model, d.timings.clone());
+        p.grounded = 0.0;
+        return (p, verdict);
+    }
+    let actions = d.actions.iter().map(|a| tidy(a));
+    let actions: Vec<String> = actions.filter(|a| is_text(a, code)).collect();
+    d.actions = diagnosis::distinct_texts(actions, |a| a.as_str());
+    if !is_text(&d.summary, code) {
+        d.summary = diagnosis::passages_summary(alarm, passages, Mode::Full);
+    }
+    d.grounded = round2(grounded);
+    (d, verdict)
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alarm::Severity;
+    use crate::diagnosis::{Cause, Timings};
+
+    fn alarm(code: &str, kind: &str, message: &str) -> Alarm {
+        Alarm {
+            id: "a1".into(),
+            ts: "2026-11-30T00:00:00Z".into(),
+            equipment: "E1".into(),
+            code: code.into(),
+            severity: Severity::Major,
+            kind: Some(kind.into()),
+            value: None,
+            unit: None,
+            threshold: None,
+            message: Some(message.into()),
+        }
+    }
+
+    fn hit(section: &str, text: &str) -> Hit {
+        Hit {
+            passage: 0,
+            doc: "doc".into(),
+            section: section.into(),
+            score: 1.0,
+            text: text.into(),
+            lang: "en".into(),
+            title: "Manual".into(),
+        }
+    }
+
+    fn lube() -> (Alarm, Vec<Hit>) {
+        (
+            alarm("ME-LO-PRES-LO", "main_engine_lube_oil", "ME LO inlet press low"),
+            vec![
+                hit(
+                    "ME-LO-PRES-LO causes",
+                    "Lube oil pressure low. Probable causes, most likely first: 1) clogged filter; 2) worn pump; 3) low sump level.",
+                ),
+                hit(
+                    "ME-LO-PRES-LO checks",
+                    "Checks: 1) read the gauge at the inlet; 2) change over the duplex filter.",
+                ),
+            ],
+        )
+    }
+
+    fn battery_zh() -> (Alarm, Vec<Hit>) {
+        (
+            alarm("BAT-VOLT-LO", "battery", "夜间蓄电池电压低"),
+            vec![
+                hit(
+                    "BAT-VOLT-LO 原因",
+                    "蓄电池电压低。可能原因：1）太阳能板被鸟粪覆盖；2）充电控制器故障；3）蓄电池老化。",
+                ),
+                hit(
+                    "BAT-VOLT-LO 检查",
+                    "检查与处理：1）测量充电电流；2）清洁太阳能板。",
+                ),
+            ],
+        )
+    }
+
+    fn draft(summary: &str, causes: &[&str], actions: &[&str]) -> Diagnosis {
+        Diagnosis {
+            alarm_id: "a1".into(),
+            equipment: "E1".into(),
+            code: "X".into(),
+            summary: summary.into(),
+            probable_causes: causes
+                .iter()
+                .map(|c| Cause {
+                    cause: (*c).into(),
+                    likelihood: "high".into(),
+                })
+                .collect(),
+            actions: actions.iter().map(|a| (*a).into()).collect(),
+            sources: vec![],
+            mode: Mode::Full,
+            grounded: 1.0,
+            model: "m.gguf".into(),
+            timings: Timings {
+                prompt_tokens: 321,
+                ..Default::default()
+            },
+            ts: "2026-11-30T00:00:00Z".into(),
+        }
+    }
+
+    // Issue J item 2: seen on a fresh machine with the 135M test model.
+    #[test]
+    fn a_list_fragment_with_json_punctuation_is_not_text() {
+        assert!(!is_text("1. 5BAT-VOLT-LO},{", "BAT-VOLT-LO"));
+        assert!(!is_text("\"},{\"cause\":\"", "BAT-VOLT-LO"));
+        assert!(!is_text("filter\",\"likelihood\":\"high", "X"));
+        assert!(!is_text("[\"P1\"]", "X"));
+    }
+
+    #[test]
+    fn the_answers_own_keys_and_likelihoods_are_not_text() {
+        for v in [
+            "likelihood:",
+            "high",
+            "Likelihood: medium",
+            "cause",
+            "actions, sources",
+        ] {
+            assert!(!is_text(v, "BAT-VOLT-LO"), "{v:?}");
+        }
+        assert!(is_text("low sump level", "BAT-VOLT-LO"));
+    }
+
+    #[test]
+    fn leading_list_markers_and_trailing_separators_are_tidied_away() {
+        assert_eq!(tidy("1. clogged filter"), "clogged filter");
+        assert_eq!(tidy(" 2) worn pump;"), "worn pump");
+        assert_eq!(tidy("（3）滤器堵塞；"), "滤器堵塞");
+        assert_eq!(tidy("(4) valve shut"), "valve shut");
+        assert_eq!(tidy("1、油位低，"), "油位低");
+        assert_eq!(tidy("- read gauge"), "read gauge");
+        assert_eq!(tidy("1. 5BAT-VOLT-LO,"), "5BAT-VOLT-LO");
+        assert_eq!(tidy("2."), "");
+        // Not markers: a decimal, a year, a hyphenated word.
+        assert_eq!(tidy("2.5 bar at the inlet"), "2.5 bar at the inlet");
+        assert_eq!(tidy("2026 survey overdue"), "2026 survey overdue");
+        assert_eq!(tidy("-40 degC ambient"), "-40 degC ambient");
+    }
+
+    #[test]
+    fn list_numbering_alone_is_not_text() {
+        for v in [
+            "1.", "2)", " 3） ", "（1）", "(2)", "-", "•", "1、", "", "  ",
+        ] {
+            assert!(!is_text(v, "ME-LO-PRES-LO"), "{v:?}");
+        }
+    }
+
+    #[test]
+    fn the_bare_alarm_code_is_not_text_alone_numbered_or_punctuated() {
+        for v in [
+            "BAT-VOLT-LO",
+            "bat-volt-lo",
+            "1. BAT-VOLT-LO",
+            "5BAT-VOLT-LO",
+            "BAT-VOLT-LO.",
+            "\"BAT-VOLT-LO\"",
+            "BAT VOLT LO",
+            "Alarm BAT-VOLT-LO",
+            "BAT-VOLT-LO: P1",
+        ] {
+            assert!(!is_text(v, "BAT-VOLT-LO"), "{v:?}");
+        }
+    }
+
+    #[test]
+    fn fragments_shorter_than_two_words_are_not_text() {
+        for v in ["the", "of the", "oil", "P1", "P1, P2", "a pump", "LO"] {
+            assert!(!is_text(v, "ME-LO-PRES-LO"), "{v:?}");
+        }
+        assert!(!is_text("泵", "ME-LO-PRES-LO"));
+        assert!(!is_text("1）泵", "ME-LO-PRES-LO"));
+    }
+
+    #[test]
+    fn short_causes_the_manuals_use_are_text() {
+        for v in [
+            "worn pump",
+            "Reduce speed",
+            "icing",
+            "blackout",
+            "1) clogged filter",
+            "结冰",
+            "油位低",
+            "BAT-VOLT-LO：蓄电池老化",
+            "LO filter clogged",
+        ] {
+            assert!(is_text(v, "ME-LO-PRES-LO"), "{v:?}");
+        }
+    }
+
+    #[test]
+    fn every_item_in_the_manuals_is_text() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("knowledge");
+        let docs = crate::retrieval::knowledge::load_dir(&dir).unwrap();
+        let mut n = 0;
+        for doc in &docs {
+            for ch in crate::retrieval::knowledge::chunk(doc) {
+                for item in diagnosis::list_items(&ch.text) {
+                    n += 1;
+                    // Under any of the document's codes, since its sections
+                    // answer alarms with those codes.
+                    for code in &doc.codes {
+                        assert!(is_text(&item, code), "{}: {item:?} ({code})", doc.id);
+                    }
+                }
+            }
+        }
+        assert!(n > 1000, "only {n} items read from {}", dir.display());
+    }
+
+    #[test]
+    fn a_cause_sharing_the_passages_words_is_supported() {
+        let (a, hits) = lube();
+        assert!(support("Clogged lube oil filter", &hits, &a));
+        assert!(support("the filter is blocked", &hits, &a));
+        assert!(support("pumps worn out", &hits, &a));
+        // The alarm's own message counts too.
+        assert!(support("inlet pressure dropped", &hits, &a));
+    }
+
+    #[test]
+    fn a_cause_sharing_nothing_or_only_the_code_is_not_supported() {
+        let (a, hits) = lube();
+        assert!(!support("solar panel covered by bird droppings", &hits, &a));
+        assert!(!support("ME LO PRES LO", &hits, &a));
+        assert!(!support("", &hits, &a));
+        // One generic shared word in a long invention is not enough.
+        assert!(!support(
+            "gearbox coupling misaligned after dry docking and hull survey in oil",
+            &hits,
+            &a
+        ));
+    }
+
+    #[test]
+    fn chinese_causes_are_checked_by_character_bigrams() {
+        let (a, hits) = battery_zh();
+        assert!(support("充电控制器故障", &hits, &a));
+        assert!(support("太阳能板被覆盖", &hits, &a));
+        assert!(support("电池老化严重", &hits, &a));
+        assert!(!support("滑油泵磨损", &hits, &a));
+        assert!(!support("主机冷却水温度高", &hits, &a));
+    }
+
+    #[test]
+    fn ungrounded_causes_are_dropped_and_the_share_reported() {
+        let (a, hits) = lube();
+        let d = draft(
+            "Lube oil pressure low at the inlet",
+            &[
+                "clogged filter",
+                "1. ME-LO-PRES-LO},{",
+                "solar panel shaded",
+            ],
+            &[
+                "1. change over the duplex filter",
+                "2.",
+                "ME-LO-PRES-LO",
+                "likelihood:",
+            ],
+        );
+        let (g, v) = guard(d, &hits, &a);
+        assert_eq!(g.mode, Mode::Full);
+        assert_eq!(g.probable_causes.len(), 1);
+        assert_eq!(g.probable_causes[0].cause, "clogged filter");
+        assert_eq!(g.actions, vec!["change over the duplex filter"]);
+        assert_eq!(g.summary, "Lube oil pressure low at the inlet");
+        assert_eq!(g.grounded, 0.33);
+        assert_eq!(v.dropped, 2);
+        assert!(!v.fell_back);
+    }
+
+    #[test]
+    fn a_summary_that_is_not_text_is_replaced_from_the_passages() {
+        let (a, hits) = lube();
+        let (g, _) = guard(draft("1. ME-LO-PRES-LO},{", &["worn pump"], &[]), &hits, &a);
+        assert!(is_text(&g.summary, &a.code), "{}", g.summary);
+        assert!(g.summary.contains("ME-LO-PRES-LO causes"), "{}", g.summary);
+        assert_eq!(g.mode, Mode::Full);
+        assert_eq!(g.grounded, 1.0);
+    }
+
+    #[test]
+    fn with_no_cause_left_the_passages_items_answer_and_mode_says_so() {
+        let (a, hits) = battery_zh();
+        let d = draft(
+            "1. 5BAT-VOLT-LO},{",
+            &["1. 5BAT-VOLT-LO},{", "滑油泵磨损"],
+            &["BAT-VOLT-LO"],
+        );
+        let (g, v) = guard(d, &hits, &a);
+        assert_eq!(g.mode, Mode::Passages);
+        assert_eq!(g.grounded, 0.0);
+        assert!(v.fell_back);
+        assert_eq!(v.dropped, 2);
+        assert_eq!(g.probable_causes[0].cause, "太阳能板被鸟粪覆盖");
+        assert_eq!(g.actions, vec!["测量充电电流", "清洁太阳能板"]);
+        assert!(g.summary.contains("手册"), "{}", g.summary);
+        // The model's timings stay: it did run.
+        assert_eq!(g.timings.prompt_tokens, 321);
+        for c in &g.probable_causes {
+            assert!(is_text(&c.cause, &a.code));
+        }
+    }
+
+    #[test]
+    fn without_passages_only_the_alarm_can_support_a_cause() {
+        let a = alarm(
+            "ME-JCW-TEMP-HI",
+            "main_engine_cooling",
+            "JCW outlet temp high cyl 3",
+        );
+        assert!(support("outlet temperature high on cylinder 3", &[], &a));
+        let (g, v) = guard(
+            draft("Cooling water hot", &["fuel filter clogged"], &[]),
+            &[],
+            &a,
+        );
+        assert!(v.fell_back);
+        assert_eq!(g.mode, Mode::Passages);
+        assert!(g.probable_causes.is_empty());
+        assert!(!g.summary.is_empty());
+    }
+}
