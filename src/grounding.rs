@@ -15,7 +15,7 @@ use std::collections::HashSet;
 
 use crate::alarm::Alarm;
 use crate::diagnosis::{self, Diagnosis, Mode};
-use crate::retrieval::tokenize::terms;
+use crate::retrieval::tokenize::{is_cjk, terms};
 use crate::retrieval::Hit;
 
 /// Fewest content words a value needs. Two, because the manuals' short
@@ -45,11 +45,11 @@ const FILLER: &[&str] = &[
     "alarm",
 ];
 
-/// The answer's JSON vocabulary: keys and likelihoods. A value made of them
-/// only ("likelihood:", "high") is the skeleton leaking into a string.
+/// The answer's JSON vocabulary: keys (split at '_' as words are) and
+/// likelihoods. A value made of them only ("likelihood:", "high") is the
+/// skeleton leaking into a string.
 const SCHEMA_WORDS: &[&str] = &[
     "summary",
-    "probable_causes",
     "probable",
     "causes",
     "cause",
@@ -60,10 +60,6 @@ const SCHEMA_WORDS: &[&str] = &[
     "actions",
     "sources",
 ];
-
-fn is_cjk(c: char) -> bool {
-    crate::retrieval::tokenize::has_cjk(c.encode_utf8(&mut [0; 4]))
-}
 
 /// The alarm code's parts ("me", "lo", "pres"), lowercased.
 fn code_parts(code: &str) -> Vec<String> {

@@ -10,7 +10,8 @@ const STOPWORDS: &[&str] = &[
     "check", "checks", "causes", "cause", "probable", "likely", "most", "first",
 ];
 
-fn is_cjk(c: char) -> bool {
+/// True for a CJK ideograph.
+pub fn is_cjk(c: char) -> bool {
     matches!(c as u32,
         0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x2A6DF)
 }
