@@ -485,39 +485,9 @@ impl Client {
 }
 
 impl Client {
-    /// Counts diagnoses per alarm id in `want` until every one has arrived and
-    /// 5 s more have passed (to catch late duplicates), or `timeout` runs out.
-    pub async fn count_diagnoses(
-        &mut self,
-        prefix: &str,
-        want: &std::collections::HashSet<String>,
-        timeout: Duration,
-    ) -> std::collections::HashMap<String, usize> {
-        let mut seen = std::collections::HashMap::new();
-        let mut deadline = tokio::time::Instant::now() + timeout;
-        let dtopic = format!("{prefix}/diagnosis/");
-        loop {
-            match tokio::time::timeout_at(deadline, self.rx.recv()).await {
-                Ok(Some((t, p))) if t.starts_with(&dtopic) => {
-                    let v: serde_json::Value = serde_json::from_slice(&p).unwrap_or_default();
-                    if let Some(id) = v["alarm_id"].as_str().filter(|i| want.contains(*i)) {
-                        *seen.entry(id.to_string()).or_insert(0) += 1;
-                        if seen.len() == want.len() {
-                            let quiet = tokio::time::Instant::now() + Duration::from_secs(5);
-                            deadline = deadline.min(quiet);
-                        }
-                    }
-                }
-                Ok(Some(_)) => {}
-                _ => return seen,
-            }
-        }
-    }
-}
-
-impl Client {
-    /// Like `count_diagnoses`, but keeps every copy: alarm_id -> the `ts` of
-    /// each diagnosis received for it (in arrival order).
+    /// Every diagnosis per alarm id in `want`: alarm_id -> the `ts` of each
+    /// copy received (in arrival order), until every id has one and 5 s more
+    /// have passed (to catch late duplicates), or `timeout` runs out.
     pub async fn diagnosis_copies(
         &mut self,
         prefix: &str,
