@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::eval::{first_token as probe, keyword_hits, percentile, Case};
 use crate::llm::lookup::Lookup;
+use crate::llm::Step;
 use crate::pipeline::{Pipeline, Trace};
 
 /// One case diagnosed with speculation off, then on.
@@ -27,6 +28,58 @@ pub struct SpecCase {
     pub on_keyword_hit: bool,
     /// Both answers came from the model (not degraded).
     pub both_full: bool,
+    /// Where the two runs' model choices first part, when they do.
+    pub divergence: Option<Divergence>,
+}
+
+/// The first model choice two runs of the same prompt made differently.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Divergence {
+    /// Index of the choice (0 = the first model-chosen token).
+    pub step: usize,
+    /// How far the two runs' logits for the two chosen tokens lie apart
+    /// (the larger of the two tokens' |off - on|); None when a token is not
+    /// among either run's top logits, which batched rounding cannot explain.
+    pub logit_shift: Option<f32>,
+}
+
+/// Largest logit shift still read as batched rounding: llama.cpp's CPU
+/// kernels are not batch-invariant (a 4-row repacked matmul, and flash
+/// attention splitting a single row's cache over the threads once it holds
+/// 512 cells, shift logits by up to ~1.1 against a single-row decode: README);
+/// a verification that read the wrong row or history moves them by far more.
+pub const NUMERICS_LOGITS: f32 = 1.5;
+
+/// Where `on` first chose differently from `off`, and by how much the logits
+/// of the two tokens moved between the runs there.
+pub fn first_divergence(off: &[Step], on: &[Step]) -> Option<Divergence> {
+    let step = off
+        .iter()
+        .zip(on)
+        .position(|(a, b)| a.token != b.token)
+        .or((off.len() != on.len()).then(|| off.len().min(on.len())))?;
+    let (a, b) = match (off.get(step), on.get(step)) {
+        (Some(a), Some(b)) => (a, b),
+        _ => {
+            return Some(Divergence {
+                step,
+                logit_shift: None,
+            })
+        }
+    };
+    let logit = |s: &Step, t: i32| s.top.iter().find(|(k, _)| *k == t).map(|(_, l)| *l);
+    let shift = |t: i32| Some((logit(a, t)? - logit(b, t)?).abs());
+    let logit_shift = match (shift(a.token), shift(b.token)) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        _ => None,
+    };
+    Some(Divergence { step, logit_shift })
+}
+
+/// A differing pair the batched numerics explain: the runs parted at a token
+/// whose logits moved no more than rounding moves them.
+pub fn is_numerics(d: &Option<Divergence>) -> bool {
+    matches!(d, Some(Divergence { logit_shift: Some(x), .. }) if *x <= NUMERICS_LOGITS)
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -48,9 +101,17 @@ pub struct SpecReport {
     pub acceptance_rate: f64,
     pub drafted_per_diagnosis: f64,
     pub accepted_per_diagnosis: f64,
-    /// Diagnoses the same with and without speculation (temperature 0:
-    /// differences are near-ties broken differently by batched numerics).
+    /// Diagnoses the same with and without speculation.
     pub identical: usize,
+    /// Different diagnoses whose runs parted at a token where the logits
+    /// moved by rounding only (<= NUMERICS_LOGITS): a near-tie broken
+    /// differently by the batched numerics (temperature 0).
+    pub differ_by_numerics: usize,
+    /// Different diagnoses the numerics do not explain (at temperature 0,
+    /// a defect in the verification).
+    pub differ_otherwise: usize,
+    /// The largest logit shift at a first divergence.
+    pub divergence_shift_max: Option<f32>,
     pub temperature: f32,
     pub keyword_hit_off: f64,
     pub keyword_hit_on: f64,
@@ -149,6 +210,18 @@ pub fn spec_report(cases: &[SpecCase]) -> SpecReport {
         drafted_per_diagnosis: drafted as f64 / n,
         accepted_per_diagnosis: accepted as f64 / n,
         identical: cases.iter().filter(|c| c.identical).count(),
+        differ_by_numerics: cases
+            .iter()
+            .filter(|c| !c.identical && is_numerics(&c.divergence))
+            .count(),
+        differ_otherwise: cases
+            .iter()
+            .filter(|c| !c.identical && !is_numerics(&c.divergence))
+            .count(),
+        divergence_shift_max: cases
+            .iter()
+            .filter_map(|c| c.divergence.and_then(|d| d.logit_shift))
+            .reduce(f32::max),
         keyword_hit_off: cases.iter().filter(|c| c.off_keyword_hit).count() as f64 / n,
         keyword_hit_on: cases.iter().filter(|c| c.on_keyword_hit).count() as f64 / n,
         both_full: cases.iter().filter(|c| c.both_full).count(),
@@ -206,11 +279,11 @@ pub async fn run_spec(
     for (i, c) in picked.iter().enumerate() {
         slot.keep_cache(prefix).await;
         let a = off
-            .diagnose_traced(slot, &c.alarm, crate::llm::Style::Schema)
+            .diagnose_stepped(slot, &c.alarm, crate::llm::Style::Schema)
             .await;
         slot.keep_cache(prefix).await;
         let b = on
-            .diagnose_traced(slot, &c.alarm, crate::llm::Style::Schema)
+            .diagnose_stepped(slot, &c.alarm, crate::llm::Style::Schema)
             .await;
         let (ga, gb) = (
             a.first.clone().unwrap_or_default(),
@@ -228,9 +301,11 @@ pub async fn run_spec(
             off_keyword_hit: keyword_hit(&a, &c.keywords),
             on_keyword_hit: keyword_hit(&b, &c.keywords),
             both_full: full(&a) && full(&b),
+            divergence: first_divergence(&ga.steps, &gb.steps),
         });
         if !answer(&a).eq(&answer(&b)) {
-            tracing::info!(case = %c.case, off = %answer(&a), on = %answer(&b), "speculation changed the answer");
+            let d = out.last().and_then(|c| c.divergence);
+            tracing::info!(case = %c.case, divergence = ?d, off = %answer(&a), on = %answer(&b), "speculation changed the answer");
         }
         if progress {
             eprint!("\rspeculation {}/{} {:<40}", i + 1, picked.len(), c.case);
@@ -392,6 +467,58 @@ pub async fn run_interleaved(
 mod tests {
     use super::*;
 
+    fn step(token: i32, top: &[(i32, f32)]) -> Step {
+        Step {
+            token,
+            top: top.to_vec(),
+        }
+    }
+
+    #[test]
+    fn runs_that_choose_alike_have_no_divergence() {
+        let a = [step(5, &[(5, 30.0), (7, 29.0)]), step(9, &[(9, 20.0)])];
+        assert_eq!(first_divergence(&a, &a), None);
+    }
+
+    #[test]
+    fn a_near_tie_flipped_by_rounding_is_numerics() {
+        let off = [
+            step(5, &[(5, 30.0)]),
+            step(219, &[(219, 29.01), (233, 28.96), (136, 28.07)]),
+        ];
+        let on = [
+            step(5, &[(5, 30.0)]),
+            step(233, &[(233, 28.87), (219, 28.77), (136, 28.25)]),
+        ];
+        let d = first_divergence(&off, &on).unwrap();
+        assert_eq!(d.step, 1);
+        assert!((d.logit_shift.unwrap() - 0.24).abs() < 1e-4, "{d:?}");
+        assert!(is_numerics(&Some(d)));
+    }
+
+    #[test]
+    fn a_choice_from_another_distribution_is_not_numerics() {
+        // The wrong logits row: the other run's token is not even among the
+        // top logits, or the logits moved by several units.
+        let off = [step(219, &[(219, 29.0), (233, 28.9)])];
+        let far = [step(11, &[(11, 35.0), (12, 30.0)])];
+        assert_eq!(first_divergence(&off, &far).unwrap().logit_shift, None);
+        assert!(!is_numerics(&first_divergence(&off, &far)));
+        let moved = [step(233, &[(233, 31.0), (219, 26.0)])];
+        let d = first_divergence(&off, &moved);
+        assert_eq!(d.unwrap().logit_shift, Some(3.0));
+        assert!(!is_numerics(&d));
+        // One run stopping early is a divergence no rounding explains.
+        assert_eq!(
+            first_divergence(&off, &[]),
+            Some(Divergence {
+                step: 0,
+                logit_shift: None
+            })
+        );
+        assert!(!is_numerics(&None));
+    }
+
     #[test]
     fn speculation_stats_compare_the_same_cases() {
         let cases = [
@@ -406,6 +533,7 @@ mod tests {
                 off_keyword_hit: true,
                 on_keyword_hit: true,
                 both_full: true,
+                divergence: None,
             },
             SpecCase {
                 off_gen_ms: 2000.0,
@@ -418,11 +546,17 @@ mod tests {
                 off_keyword_hit: true,
                 on_keyword_hit: false,
                 both_full: true,
+                divergence: Some(Divergence {
+                    step: 17,
+                    logit_shift: Some(0.4),
+                }),
             },
         ];
         let r = spec_report(&cases);
         assert_eq!(r.cases, 2);
         assert_eq!(r.identical, 1);
+        assert_eq!((r.differ_by_numerics, r.differ_otherwise), (1, 0));
+        assert_eq!(r.divergence_shift_max, Some(0.4));
         assert!((r.acceptance_rate - 0.5).abs() < 1e-9);
         assert!((r.keyword_hit_off - 1.0).abs() < 1e-9);
         assert!((r.keyword_hit_on - 0.5).abs() < 1e-9);

@@ -149,6 +149,7 @@ impl Pipeline {
                 temperature: llm.temperature,
                 // The retry after a hang takes the plainest path.
                 lookup: if fallback { None } else { llm.lookup },
+                trace_steps: false,
             },
             hits: used,
             retrieval_ms,
@@ -165,9 +166,20 @@ impl Pipeline {
     /// `diagnose`, also returning the first attempt's raw model output (for
     /// evaluation: JSON validity is judged on what the model produced).
     pub async fn diagnose_traced(&self, slot: &mut Slot, alarm: &Alarm, style: Style) -> Trace {
+        self.traced(slot, alarm, style, false).await
+    }
+
+    /// `diagnose_traced` whose first attempt also records every model choice
+    /// with its top logits (`GenOutput::steps`).
+    pub async fn diagnose_stepped(&self, slot: &mut Slot, alarm: &Alarm, style: Style) -> Trace {
+        self.traced(slot, alarm, style, true).await
+    }
+
+    async fn traced(&self, slot: &mut Slot, alarm: &Alarm, style: Style, steps: bool) -> Trace {
         let (hits, retrieval_ms) = self.retrieve(alarm);
         let wd = self.cfg.watchdog;
-        let first = self.prepare(alarm, hits.clone(), retrieval_ms, false, style);
+        let mut first = self.prepare(alarm, hits.clone(), retrieval_ms, false, style);
+        first.request.trace_steps = steps;
         let prepared_hits = first.hits.clone();
         let mut first_output = None;
         let failure = match slot.run(first.request, &wd, wd.deadline).await {

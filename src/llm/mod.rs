@@ -24,7 +24,7 @@ use crate::config::{LlmConfig, TemplateChoice, WatchdogConfig};
 use crate::prompt::{self, Family};
 use crate::watchdog::{judge, Limits, Progress, Verdict};
 pub use prefix::PrefixSpec;
-pub use slot::{GenOutput, GenRequest, SlotSettings, Style, Warmed};
+pub use slot::{top_logits, GenOutput, GenRequest, SlotSettings, Step, Style, Warmed};
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum LlmError {

@@ -48,6 +48,37 @@ pub struct GenRequest {
     /// Prompt-lookup speculative decoding of the values; None decodes one
     /// token per step.
     pub lookup: Option<Lookup>,
+    /// Record every model choice with its top logits (`GenOutput::steps`),
+    /// so two runs can be compared where they part (eval only).
+    pub trace_steps: bool,
+}
+
+/// One token the model chose, with the highest raw logits of the row it was
+/// chosen from (before penalties and grammar).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Step {
+    pub token: i32,
+    pub top: Vec<(i32, f32)>,
+}
+
+/// Logits kept per step: enough to find both runs' tokens at a divergence.
+const STEP_TOP: usize = 8;
+
+/// The `k` highest logits of a row, highest first.
+pub fn top_logits(logits: &[f32], k: usize) -> Vec<(i32, f32)> {
+    let mut v: Vec<(i32, f32)> = logits
+        .iter()
+        .enumerate()
+        .map(|(i, &l)| (i as i32, l))
+        .collect();
+    let k = k.min(v.len());
+    if k == 0 {
+        return Vec::new();
+    }
+    v.select_nth_unstable_by(k - 1, |a, b| b.1.total_cmp(&a.1));
+    v.truncate(k);
+    v.sort_by(|a, b| b.1.total_cmp(&a.1));
+    v
 }
 
 /// What a finished job produced, with its measurements.
@@ -71,6 +102,8 @@ pub struct GenOutput {
     /// Draft tokens proposed by prompt lookup, and how many the model agreed with.
     pub draft_tokens: u32,
     pub accepted_tokens: u32,
+    /// Every model choice in order, when the request asked for it.
+    pub steps: Vec<Step>,
 }
 
 pub(crate) enum SlotMsg {
@@ -324,6 +357,8 @@ pub(crate) struct SlotState<'m> {
     cache_limit: usize,
     /// Measured ms of a k-row verification (index k-1), once per context.
     verify_ms: Option<Vec<f64>>,
+    /// The job's model choices, when its request traces them.
+    steps: Option<Vec<Step>>,
 }
 
 impl<'m> SlotState<'m> {
@@ -349,6 +384,17 @@ impl<'m> SlotState<'m> {
             saved_bytes: 0,
             cache_limit: s.prompt_cache_bytes,
             verify_ms: None,
+            steps: None,
+        }
+    }
+
+    /// Notes that the model chose `token` from the logits row `idx`.
+    fn record(&mut self, idx: i32, token: LlamaToken) {
+        if let Some(steps) = self.steps.as_mut() {
+            steps.push(Step {
+                token: token.0,
+                top: top_logits(self.ctx.get_logits_ith(idx), STEP_TOP),
+            });
         }
     }
 
@@ -771,6 +817,7 @@ impl<'m> SlotState<'m> {
         self.first_token_at = None;
         self.drafted = 0;
         self.accepted = 0;
+        self.steps = req.trace_steps.then(Vec::new);
         self.ctx.reset_timings();
         let t0 = Instant::now();
         let bos = self.tokenize(&req.prompt, true);
@@ -792,6 +839,7 @@ impl<'m> SlotState<'m> {
         out.generated_tokens = self.generated;
         out.draft_tokens = self.drafted;
         out.accepted_tokens = self.accepted;
+        out.steps = self.steps.take().unwrap_or_default();
         let first = self.first_token_at.unwrap_or_else(Instant::now);
         out.ttft_ms = (first - t0).as_secs_f64() * 1e3;
         out.generation_ms = first.elapsed().as_secs_f64() * 1e3;
@@ -881,7 +929,11 @@ impl<'m> SlotState<'m> {
             }
             let t = match next.take() {
                 Some(t) => t,
-                None => sampler.sample(&self.ctx, idx),
+                None => {
+                    let t = sampler.sample(&self.ctx, idx);
+                    self.record(idx, t);
+                    t
+                }
             };
             let piece = self.piece(t);
             self.note_generated(1)?;
@@ -946,6 +998,7 @@ impl<'m> SlotState<'m> {
                     break;
                 }
                 let s = sampler.sample(&self.ctx, i as i32);
+                self.record(i as i32, s);
                 if s != *d {
                     next = Some(s);
                     break;
@@ -1027,6 +1080,9 @@ impl<'m> SlotState<'m> {
                 })
                 .expect("at least two alternatives");
             let tok = seqs[best].get(depth).copied();
+            if let Some(t) = tok {
+                self.record(idx, t);
+            }
             live.retain(|&k| seqs[k].get(depth).copied() == tok);
             self.note_generated(1)?;
             if let Some(t) = tok {
@@ -1263,6 +1319,14 @@ pub fn render_raw(d: &Draft) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn top_logits_are_the_highest_first() {
+        let l = [0.5, 3.0, -1.0, 2.0, 3.5];
+        assert_eq!(top_logits(&l, 3), vec![(4, 3.5), (1, 3.0), (3, 2.0)]);
+        assert_eq!(top_logits(&l, 9).len(), 5);
+        assert!(top_logits(&[], 4).is_empty());
+    }
 
     #[test]
     fn pieces_are_classified_for_json_strings() {
