@@ -147,6 +147,9 @@ pub struct Combo {
     pub reps: u32,
     /// RAG prompts for TTFT and latency: how many eval cases to run.
     pub rag_cases: usize,
+    /// Diagnose the RAG prompts with speculation off and on as well.
+    #[serde(default)]
+    pub speculation: bool,
 }
 
 /// What one configuration measured.
@@ -180,6 +183,9 @@ pub struct ComboResult {
     /// Filled in by `--decide`.
     #[serde(default)]
     pub accuracy: Option<f64>,
+    /// `--speculation`: the RAG prompts with lookup off and on.
+    #[serde(default)]
+    pub speculation: Option<crate::eval_speed::SpecReport>,
 }
 
 /// Samples RssAnon and RssFile of this process every 20 ms and keeps the peaks.
@@ -350,6 +356,7 @@ pub async fn worker(
     };
     let info = pipeline.model.info.clone();
     let (mut ttft, mut latency, mut overhead) = (crate::ttft::TtftStats::default(), None, 0.0);
+    let mut spec = None;
     if c.rag_cases > 0 && !cases.is_empty() {
         let slot = &mut slots[0];
         let prefix_tokens = pipeline.model.static_prefix_tokens();
@@ -378,6 +385,16 @@ pub async fn worker(
         ttft = crate::ttft::stats(&probes);
         latency = (!lats.is_empty()).then(|| lats.iter().sum::<f64>() / lats.len() as f64);
         overhead = if llama > 0.0 { wall / llama - 1.0 } else { 0.0 };
+        if c.speculation {
+            let lookup = pipeline
+                .cfg
+                .llm
+                .lookup
+                .unwrap_or(crate::eval_speed::DEFAULT_LOOKUP);
+            let picked = &cases[..c.rag_cases.min(cases.len())];
+            spec =
+                Some(crate::eval_speed::run_spec(&pipeline, slot, picked, 1, lookup, false).await);
+        }
     }
     crate::daemon::stop_slots(slots, hard).await;
     let (anon, file, hwm) = rss.finish();
@@ -404,6 +421,7 @@ pub async fn worker(
         peak_rss_mib: peak,
         fits_budget: peak <= budget_mib,
         accuracy: None,
+        speculation: spec,
     })
 }
 
@@ -562,6 +580,30 @@ pub fn table(results: &[ComboResult]) -> String {
             r.accuracy.map(|a| format!("{a:.2}")).unwrap_or_else(|| "-".into()),
         ));
     }
+    if results.iter().any(|r| r.speculation.is_some()) {
+        s.push_str(
+            "\nSpeculative decoding (the RAG prompts, lookup off then on, medians):\n\n| model | threads | batch | cases | gen ms off | gen ms lookup | lookup/off | acceptance | tok/s off | tok/s lookup | identical | differ: numerics / other |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        );
+        for r in results {
+            let Some(p) = &r.speculation else { continue };
+            s.push_str(&format!(
+                "| {} | {} | {} | {} | {:.0} | {:.0} | {:.2} | {:.2} | {:.1} | {:.1} | {} | {} / {} |\n",
+                r.model,
+                r.threads,
+                r.batch,
+                p.cases,
+                p.gen_ms_off_p50,
+                p.gen_ms_on_p50,
+                p.gen_on_over_off_p50,
+                p.acceptance_rate,
+                p.tokens_per_s_off_p50,
+                p.tokens_per_s_on_p50,
+                p.identical,
+                p.differ_by_numerics,
+                p.differ_otherwise,
+            ));
+        }
+    }
     s
 }
 
@@ -602,7 +644,32 @@ mod tests {
             peak_rss_mib: 100.0,
             fits_budget: fits,
             accuracy: Some(acc),
+            speculation: None,
         }
+    }
+
+    #[test]
+    fn the_table_shows_speculation_side_by_side_only_when_measured() {
+        let plain = table(&[r("a", 100.0, 0.5, true)]);
+        assert!(!plain.contains("Speculative decoding"));
+        let mut m = r("a", 100.0, 0.5, true);
+        m.speculation = Some(crate::eval_speed::SpecReport {
+            cases: 3,
+            gen_ms_off_p50: 8200.0,
+            gen_ms_on_p50: 8759.0,
+            gen_on_over_off_p50: 1.1,
+            acceptance_rate: 0.63,
+            tokens_per_s_off_p50: 18.8,
+            tokens_per_s_on_p50: 17.6,
+            identical: 2,
+            differ_by_numerics: 1,
+            ..Default::default()
+        });
+        let t = table(&[m]);
+        assert!(
+            t.contains("| a | 2 | 512 | 3 | 8200 | 8759 | 1.10 | 0.63 | 18.8 | 17.6 | 2 | 1 / 0 |"),
+            "{t}"
+        );
     }
 
     #[test]
@@ -667,6 +734,7 @@ mod tests {
             tg: 64,
             reps: 1,
             rag_cases: 0,
+            speculation: false,
         }
     }
 

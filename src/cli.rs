@@ -170,6 +170,11 @@ pub struct BenchArgs {
     /// Eval alarms used as real RAG prompts for TTFT and latency (0 to skip)
     #[arg(long, default_value_t = 3, value_parser = usize_in(0, 10_000))]
     pub rag_cases: usize,
+    /// Also diagnose each RAG prompt with speculative decoding off, then on
+    /// (the config's draft settings, or the defaults when llm.speculative is
+    /// off), and report generation time, acceptance and tokens/s side by side
+    #[arg(long)]
+    pub speculation: bool,
     /// Labeled alarms for RAG prompts and --decide
     #[arg(long, default_value = "knowledge/eval/alarms.jsonl")]
     pub cases: PathBuf,
@@ -205,6 +210,9 @@ pub struct BenchArgs {
     /// Print JSON
     #[arg(long)]
     pub json: bool,
+    /// Also write the results as JSON to this file (with the table printed)
+    #[arg(long, value_name = "FILE")]
+    pub json_to: Option<PathBuf>,
     /// Internal: run one combination (JSON) and print its result
     #[arg(long, hide = true)]
     pub worker: Option<String>,

@@ -13,6 +13,14 @@ use crate::llm::lookup::Lookup;
 use crate::llm::Step;
 use crate::pipeline::{Pipeline, Trace};
 
+/// What `eval --speculation` and `bench --speculation` compare against when
+/// the config has speculation off.
+pub const DEFAULT_LOOKUP: Lookup = Lookup {
+    draft_max: 4,
+    ngram_min: 2,
+    ngram_max: 4,
+};
+
 /// One case diagnosed with speculation off, then on.
 #[derive(Debug, Clone, Default)]
 pub struct SpecCase {
@@ -82,7 +90,7 @@ pub fn is_numerics(d: &Option<Divergence>) -> bool {
     matches!(d, Some(Divergence { logit_shift: Some(x), .. }) if *x <= NUMERICS_LOGITS)
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct SpecReport {
     pub model: String,
     pub draft_max: usize,

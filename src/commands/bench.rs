@@ -49,6 +49,7 @@ fn cartesian(a: &BenchArgs, cfg: &Config) -> Vec<crate::bench::Combo> {
                         tg: a.tg,
                         reps: a.reps,
                         rag_cases: a.rag_cases,
+                        speculation: a.speculation,
                     });
                 }
             }
@@ -206,6 +207,11 @@ pub fn bench_models(
                 .and_then(|c| acc.get(&c.model).copied());
         }
         decision = Some(crate::bench::decide(&results, a.margin));
+    }
+    if let Some(path) = &a.json_to {
+        let text = serde_json::to_string_pretty(&results).unwrap_or_default();
+        std::fs::write(path, text + "\n")
+            .map_err(|e| CommandError::Usage(format!("--json-to {}: {e}", path.display())))?;
     }
     let mut out = std::io::stdout().lock();
     if a.json {

@@ -90,7 +90,11 @@ pub async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandE
     };
     let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
     if speculation {
-        let lookup = pipeline.cfg.llm.lookup.unwrap_or(DEFAULT_LOOKUP);
+        let lookup = pipeline
+            .cfg
+            .llm
+            .lookup
+            .unwrap_or(crate::eval_speed::DEFAULT_LOOKUP);
         let r = crate::eval_speed::run_spec(
             &pipeline,
             &mut slots[0],
@@ -110,13 +114,6 @@ pub async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandE
     let r = crate::eval::run_full(&pipeline, &mut slots[0], &cs, style, progress).await;
     print_report(&r, json)
 }
-
-/// What `eval --speculation` compares against when the config has it off.
-const DEFAULT_LOOKUP: crate::llm::lookup::Lookup = crate::llm::lookup::Lookup {
-    draft_max: 4,
-    ngram_min: 2,
-    ngram_max: 4,
-};
 
 /// Dispatches `eval` by its options: --retrieval needs an index (from
 /// --index or the config), everything else a config.
