@@ -166,6 +166,111 @@ pub fn tidy(value: &str) -> String {
         .to_string()
 }
 
+/// Consecutive words copied from the alarm's own fields that make an echo:
+/// "ME1 critical main_engine_lube_oil MELO-PRES-LO 2.5 bar 1" is the alarm
+/// block read back, while "below 2.5 bar" (two) is a reading in a sentence.
+const ECHO_RUN: usize = 3;
+
+/// Whether a word may belong to an echo of the alarm block: Some(true) for a
+/// field (equipment, code, severity, kind, unit, or a code with its parts run
+/// together, "MELO-PRES-LO"), Some(false) for a bare number or punctuation,
+/// None for anything else.
+fn echo_word(word: &str, alarm: &Alarm, parts: &[String]) -> Option<bool> {
+    let w = word.trim_matches(|c: char| !c.is_alphanumeric() && c != '_' && c != '-');
+    if w.is_empty() || w.parse::<f64>().is_ok() {
+        return Some(false);
+    }
+    let l = w.to_lowercase();
+    let fields = [
+        Some(alarm.equipment.as_str()),
+        Some(alarm.code.as_str()),
+        Some(alarm.severity.as_str()),
+        alarm.kind.as_deref(),
+        alarm.unit.as_deref(),
+    ];
+    let dashed: Vec<&str> = l.split('-').collect();
+    let code_like = dashed.len() >= 2
+        && dashed
+            .iter()
+            .filter(|p| parts.iter().any(|c| c == *p))
+            .count()
+            >= 2;
+    (fields.iter().flatten().any(|f| f.to_lowercase() == l) || code_like).then_some(true)
+}
+
+/// `value` without runs of the alarm's fields read back (see `ECHO_RUN`); a
+/// run must hold at least one field besides numbers.
+pub fn strip_echo(value: &str, alarm: &Alarm) -> String {
+    let parts = code_parts(&alarm.code);
+    let words: Vec<&str> = value.split_whitespace().collect();
+    let echo: Vec<Option<bool>> = words.iter().map(|w| echo_word(w, alarm, &parts)).collect();
+    let mut keep = vec![true; words.len()];
+    let mut i = 0;
+    while i < words.len() {
+        let j = (i..words.len())
+            .find(|&j| echo[j].is_none())
+            .unwrap_or(words.len());
+        if j - i >= ECHO_RUN && echo[i..j].contains(&Some(true)) {
+            keep[i..j].iter_mut().for_each(|k| *k = false);
+        }
+        i = j + 1;
+    }
+    if keep.iter().all(|k| *k) {
+        return value.to_string();
+    }
+    let kept: Vec<&str> = words
+        .iter()
+        .zip(&keep)
+        .filter(|(_, k)| **k)
+        .map(|(w, _)| *w)
+        .collect();
+    kept.join(" ")
+}
+
+/// One value holding several numbered items ("滤器脏堵；2）滑油泵磨损",
+/// "clogged filter; 2) worn pump"), split where a separator is followed by
+/// the next item's number. A decimal ("1.6 bar") is not a marker: a number
+/// ends an item only before ")", "）", "、", or "." and a space.
+pub fn split_items(value: &str) -> Vec<String> {
+    let chars: Vec<char> = value.chars().collect();
+    let mut cuts = Vec::new();
+    for i in 0..chars.len() {
+        if !matches!(chars[i], ';' | '；' | ',' | '，' | '。') {
+            continue;
+        }
+        let mut j = i + 1;
+        while chars.get(j).is_some_and(|c| c.is_whitespace()) {
+            j += 1;
+        }
+        let open = usize::from(matches!(chars.get(j), Some('(' | '（')));
+        let digits = chars[(j + open).min(chars.len())..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        let end = j + open + digits;
+        let marker = (1..=2).contains(&digits)
+            && match (chars.get(end), chars.get(end + 1)) {
+                (Some(')' | '）' | '、'), _) => true,
+                (Some('.'), Some(c)) => c.is_whitespace() || is_cjk(*c),
+                _ => false,
+            };
+        if marker {
+            cuts.push((i + 1, j));
+        }
+    }
+    let mut out = Vec::new();
+    let mut from = 0;
+    for (end, next) in cuts {
+        out.push(chars[from..end].iter().collect::<String>());
+        from = next;
+    }
+    out.push(chars[from..].iter().collect::<String>());
+    out.into_iter()
+        .map(|p| tidy(&p))
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
 /// A cheap suffix fold on top of `terms`' plural fold, so "leaking",
 /// "leaked" and "leak" meet. Applied to both sides, so a wrong stem still
 /// compares equal to itself.
@@ -235,12 +340,21 @@ pub struct Verdict {
 /// is built from the passages (mode "passages"). `grounded` is set on the
 /// result, rounded to two decimals.
 pub fn guard(draft: Diagnosis, passages: &[Hit], alarm: &Alarm) -> (Diagnosis, Verdict) {
-    let total = draft.probable_causes.len();
     let code = alarm.code.as_str();
     let mut d = draft;
-    for c in &mut d.probable_causes {
-        c.cause = tidy(&c.cause);
-    }
+    // Each numbered item the model ran together counts as one of its causes.
+    d.probable_causes = std::mem::take(&mut d.probable_causes)
+        .into_iter()
+        .flat_map(|c| {
+            split_items(&strip_echo(&c.cause, alarm))
+                .into_iter()
+                .map(move |cause| diagnosis::Cause {
+                    cause,
+                    likelihood: c.likelihood.clone(),
+                })
+        })
+        .collect();
+    let total = d.probable_causes.len();
     d.probable_causes
         .retain(|c| is_text(&c.cause, code) && support(&c.cause, passages, alarm));
     d.probable_causes = diagnosis::distinct_texts(d.probable_causes, |c| c.cause.as_str());
@@ -261,9 +375,13 @@ pub fn guard(draft: Diagnosis, passages: &[Hit], alarm: &Alarm) -> (Diagnosis, V
         p.grounded = 0.0;
         return (p, verdict);
     }
-    let actions = d.actions.iter().map(|a| tidy(a));
+    let actions = d
+        .actions
+        .iter()
+        .flat_map(|a| split_items(&strip_echo(a, alarm)));
     let actions: Vec<String> = actions.filter(|a| is_text(a, code)).collect();
     d.actions = diagnosis::distinct_texts(actions, |a| a.as_str());
+    d.summary = tidy(&strip_echo(&d.summary, alarm));
     if !is_text(&d.summary, code) {
         d.summary = diagnosis::passages_summary(alarm, passages, Mode::Full);
     }
@@ -338,6 +456,83 @@ mod tests {
                 ),
             ],
         )
+    }
+
+    /// The demo's Chinese lube-oil alarm as the stand-in saw it.
+    fn lube_zh() -> (Alarm, Vec<Hit>) {
+        let mut a = alarm(
+            "ME-LO-PRES-LO",
+            "main_engine_lube_oil",
+            "主机滑油进口压力低，备用泵已启动",
+        );
+        a.equipment = "ME1".into();
+        a.severity = Severity::Critical;
+        a.unit = Some("bar".into());
+        a.value = Some(1.9);
+        a.threshold = Some(2.5);
+        (
+            a,
+            vec![hit(
+                "ME-LO-PRES-LO 原因",
+                "滑油压力低。可能原因：1）滑油滤器脏堵；2）滑油泵磨损或跳闸；3）油底壳油位低。",
+            )],
+        )
+    }
+
+    #[test]
+    fn the_alarm_block_read_back_is_cut_from_a_value() {
+        let (a, _) = lube_zh();
+        // The stand-in's summary on the demo (2026-12-01).
+        assert_eq!(
+            strip_echo(
+                "主机滑油进口压力低，备用泵已启动 ME1 critical main_engine_lube_oil MELO-PRES-LO 2.5 bar 1",
+                &a
+            ),
+            "主机滑油进口压力低，备用泵已启动"
+        );
+        // A reading inside a sentence stays; so does a lone code part.
+        let keep = "Inlet pressure below 2.5 bar on ME1";
+        assert_eq!(strip_echo(keep, &a), keep);
+        assert_eq!(
+            strip_echo("1 2 3 clogged filter", &a),
+            "1 2 3 clogged filter"
+        );
+        // An action that is only the echo leaves nothing.
+        assert_eq!(strip_echo("ME1 critical ME-LO-PRES-LO", &a), "");
+    }
+
+    #[test]
+    fn items_run_together_are_split_at_the_next_number() {
+        assert_eq!(
+            split_items("1）滑油滤器脏堵；2）滑油泵磨损或跳闸"),
+            vec!["滑油滤器脏堵", "滑油泵磨损或跳闸"]
+        );
+        assert_eq!(
+            split_items("clogged filter; 2) worn pump, 3. low sump level"),
+            vec!["clogged filter", "worn pump", "low sump level"]
+        );
+        // Decimals and plain commas are not item markers.
+        assert_eq!(
+            split_items("pressure 1.6 bar, 2.5 bar limit"),
+            vec!["pressure 1.6 bar, 2.5 bar limit"]
+        );
+        assert_eq!(split_items("Check the filter"), vec!["Check the filter"]);
+    }
+
+    #[test]
+    fn the_demo_answer_is_published_without_the_echo_and_with_one_item_per_cause() {
+        let (a, p) = lube_zh();
+        let d = draft(
+            "主机滑油进口压力低，备用泵已启动 ME1 critical main_engine_lube_oil MELO-PRES-LO 2.5 bar 1",
+            &["滑油滤器脏堵；2）滑油泵磨损或跳闸", "油底壳油位低"],
+            &["检查滑油滤器压差", "ME1 critical main_engine_lube_oil MELO-PRES-LO 2.5 bar 1"],
+        );
+        let (g, v) = guard(d, &p, &a);
+        assert_eq!(g.summary, "主机滑油进口压力低，备用泵已启动");
+        let causes: Vec<&str> = g.probable_causes.iter().map(|c| c.cause.as_str()).collect();
+        assert_eq!(causes, ["滑油滤器脏堵", "滑油泵磨损或跳闸", "油底壳油位低"]);
+        assert_eq!(g.actions, ["检查滑油滤器压差"]);
+        assert_eq!((v.dropped, v.fell_back), (0, false));
     }
 
     fn draft(summary: &str, causes: &[&str], actions: &[&str]) -> Diagnosis {

@@ -217,7 +217,12 @@ pub fn user_turn<'a>(
     items: usize,
     count: &dyn Fn(&str) -> usize,
 ) -> (String, Vec<&'a Hit>) {
-    let alarm_text = alarm_block(alarm);
+    let alarm_text = match &alarm.message {
+        Some(m) if crate::retrieval::tokenize::has_cjk(m) => {
+            format!("{ANSWER_IN_CHINESE}{}", alarm_block(alarm))
+        }
+        _ => alarm_block(alarm),
+    };
     let fixed = count(USER_HEAD) + count(&alarm_text) + 4;
     let mut room = budget.saturating_sub(fixed);
     let mut parts: Vec<(String, &Hit)> = Vec::new();
@@ -263,6 +268,13 @@ pub fn user_turn<'a>(
     s.push_str(alarm_text.trim_end());
     (s, parts.into_iter().map(|(_, h)| h).collect())
 }
+
+/// Small models answer a Chinese alarm in English despite the system prompt's
+/// rule, and an English answer shares no words with the Chinese passages the
+/// prompt keeps, so the grounding guard drops it. A line in Chinese right
+/// before the alarm holds them to the alarm's language; before the block, so
+/// a repeat of the alarm still shares everything up to its reading.
+pub const ANSWER_IN_CHINESE: &str = "请用中文回答。\n";
 
 fn alarm_block(a: &Alarm) -> String {
     let mut s = String::from("<alarm>\n");
@@ -458,6 +470,16 @@ mod tests {
             let prefix = &prefix[..prefix.find(USER_HEAD).unwrap() + USER_HEAD.len()];
             assert!(f.render(SYSTEM_PROMPT, &u).starts_with(prefix), "{f:?}");
         }
+    }
+
+    #[test]
+    fn a_chinese_alarm_is_asked_for_a_chinese_answer_right_before_its_block() {
+        let hits = vec![hit(0, "a b")];
+        let (zh, _) = user_turn(&alarm("主机滑油进口压力低"), &hits, 640, 0, &words);
+        let at = zh.find(ANSWER_IN_CHINESE).expect("the hint is in the turn");
+        assert_eq!(&zh[at + ANSWER_IN_CHINESE.len()..][..8], "<alarm>\n");
+        let (en, _) = user_turn(&alarm("lube oil pressure low"), &hits, 640, 0, &words);
+        assert!(!en.contains(ANSWER_IN_CHINESE));
     }
 
     #[test]
