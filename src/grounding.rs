@@ -171,6 +171,19 @@ pub fn tidy(value: &str) -> String {
 /// block read back, while "below 2.5 bar" (two) is a reading in a sentence.
 const ECHO_RUN: usize = 3;
 
+/// The alarm block's own keys (prompt::alarm_block): "severity: minor, kind:
+/// battery" read back is the block, not a diagnosis.
+const ALARM_KEYS: &[&str] = &[
+    "code",
+    "equipment",
+    "severity",
+    "kind",
+    "message",
+    "threshold",
+    "value",
+    "unit",
+];
+
 /// Whether a word may belong to an echo of the alarm block: Some(true) for a
 /// field (equipment, code, severity, kind, unit, or a code with its parts run
 /// together, "MELO-PRES-LO"), Some(false) for a bare number or punctuation,
@@ -181,6 +194,9 @@ fn echo_word(word: &str, alarm: &Alarm, parts: &[String]) -> Option<bool> {
         return Some(false);
     }
     let l = w.to_lowercase();
+    if ALARM_KEYS.contains(&l.as_str()) {
+        return Some(true);
+    }
     let fields = [
         Some(alarm.equipment.as_str()),
         Some(alarm.code.as_str()),
@@ -215,16 +231,47 @@ pub fn strip_echo(value: &str, alarm: &Alarm) -> String {
         }
         i = j + 1;
     }
-    if keep.iter().all(|k| *k) {
-        return value.to_string();
-    }
     let kept: Vec<&str> = words
         .iter()
         .zip(&keep)
         .filter(|(_, k)| **k)
         .map(|(w, _)| *w)
         .collect();
-    kept.join(" ")
+    let joined = if keep.iter().all(|k| *k) {
+        value.to_string()
+    } else {
+        kept.join(" ")
+    };
+    without_identifier_clauses(&joined)
+}
+
+/// `value` without the clauses that hold a snake_case identifier: the alarm's
+/// `kind` ("main_engine_lube_oil") half translated into the answer
+/// ("切换并清洗。主引擎lube_oil"). The manuals never write one.
+fn without_identifier_clauses(value: &str) -> String {
+    let identifier = |clause: &str| {
+        clause
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .any(|w| w.trim_matches('_').contains('_'))
+    };
+    if !identifier(value) {
+        return value.to_string();
+    }
+    let mut out = String::new();
+    let mut clause = String::new();
+    for c in value.chars() {
+        clause.push(c);
+        if matches!(c, '。' | '；' | '！' | '？' | ';') {
+            if !identifier(&clause) {
+                out.push_str(&clause);
+            }
+            clause.clear();
+        }
+    }
+    if !identifier(&clause) {
+        out.push_str(&clause);
+    }
+    out.trim().to_string()
 }
 
 /// One value holding several numbered items ("滤器脏堵；2）滑油泵磨损",
@@ -270,6 +317,53 @@ pub fn split_items(value: &str) -> Vec<String> {
         .filter(|p| !p.is_empty())
         .collect()
 }
+
+/// `cause` without the rating the model wrote into it as well as into
+/// `likelihood` ("stuck thermostatic valve, rated high"). Only after "rated"
+/// or "likelihood": "pressure low" is a cause, not a rating.
+pub fn strip_rating(cause: &str) -> String {
+    let lower = cause.to_lowercase();
+    for lead in ["rated", "likelihood:", "likelihood"] {
+        for level in ["high", "medium", "low"] {
+            for close in ["", ")"] {
+                let tail = format!("{lead} {level}{close}");
+                if let Some(cut) = lower.strip_suffix(&tail) {
+                    let head = cause[..cut.len()].trim_end();
+                    let head = head.strip_suffix('(').unwrap_or(head);
+                    return head
+                        .trim_end()
+                        .trim_end_matches([',', ';', '-', '—'])
+                        .trim_end()
+                        .to_string();
+                }
+            }
+        }
+    }
+    cause.to_string()
+}
+
+/// Near-repeats in a list of values: the later of two whose content terms
+/// are mostly the same (Jaccard at least `NEAR_REPEAT`) goes. The model
+/// writes one check twice with a word changed ("Compare inlet..." and
+/// "Check inlet..."), and the engineer should not read it twice.
+pub fn without_near_repeats<T>(items: Vec<T>, text: impl Fn(&T) -> &str) -> Vec<T> {
+    let mut kept: Vec<(HashSet<String>, T)> = Vec::with_capacity(items.len());
+    for it in items {
+        let terms = content_terms(text(&it));
+        let repeat = kept.iter().any(|(k, _)| {
+            let union = k.union(&terms).count();
+            union > 0 && k.intersection(&terms).count() as f64 >= NEAR_REPEAT * union as f64
+        });
+        if !repeat {
+            kept.push((terms, it));
+        }
+    }
+    kept.into_iter().map(|(_, it)| it).collect()
+}
+
+/// Share of shared content terms that makes two values one (see
+/// `without_near_repeats`).
+const NEAR_REPEAT: f64 = 0.75;
 
 /// A cheap suffix fold on top of `terms`' plural fold, so "leaking",
 /// "leaked" and "leak" meet. Applied to both sides, so a wrong stem still
@@ -349,7 +443,7 @@ pub fn guard(draft: Diagnosis, passages: &[Hit], alarm: &Alarm) -> (Diagnosis, V
             split_items(&strip_echo(&c.cause, alarm))
                 .into_iter()
                 .map(move |cause| diagnosis::Cause {
-                    cause,
+                    cause: strip_rating(&cause),
                     likelihood: c.likelihood.clone(),
                 })
         })
@@ -357,7 +451,7 @@ pub fn guard(draft: Diagnosis, passages: &[Hit], alarm: &Alarm) -> (Diagnosis, V
     let total = d.probable_causes.len();
     d.probable_causes
         .retain(|c| is_text(&c.cause, code) && support(&c.cause, passages, alarm));
-    d.probable_causes = diagnosis::distinct_texts(d.probable_causes, |c| c.cause.as_str());
+    d.probable_causes = without_near_repeats(d.probable_causes, |c| c.cause.as_str());
     let kept = d.probable_causes.len();
     let grounded = if total == 0 {
         0.0
@@ -380,7 +474,7 @@ pub fn guard(draft: Diagnosis, passages: &[Hit], alarm: &Alarm) -> (Diagnosis, V
         .iter()
         .flat_map(|a| split_items(&strip_echo(a, alarm)));
     let actions: Vec<String> = actions.filter(|a| is_text(a, code)).collect();
-    d.actions = diagnosis::distinct_texts(actions, |a| a.as_str());
+    d.actions = without_near_repeats(actions, |a| a.as_str());
     d.summary = tidy(&strip_echo(&d.summary, alarm));
     if !is_text(&d.summary, code) {
         d.summary = diagnosis::passages_summary(alarm, passages, Mode::Full);
@@ -499,6 +593,56 @@ mod tests {
         );
         // An action that is only the echo leaves nothing.
         assert_eq!(strip_echo("ME1 critical ME-LO-PRES-LO", &a), "");
+        // The kind half translated, after the last whole clause.
+        assert_eq!(
+            strip_echo("查滤器压差，切换并清洗。主引擎lube_oil", &a),
+            "查滤器压差，切换并清洗。"
+        );
+        assert_eq!(strip_echo("Check the lube_oil filter", &a), "");
+        // The block's keys read back with their values.
+        assert_eq!(
+            strip_echo(
+                "读取充电控制器状态。 severity: critical, kind: main_engine_lube_oil, message",
+                &a
+            ),
+            "读取充电控制器状态。"
+        );
+    }
+
+    #[test]
+    fn the_rating_written_into_a_cause_goes() {
+        assert_eq!(
+            strip_rating("Stuck thermostatic valve or controller fault, rated high"),
+            "Stuck thermostatic valve or controller fault"
+        );
+        assert_eq!(strip_rating("Worn pump (rated medium)"), "Worn pump");
+        assert_eq!(
+            strip_rating("Lube oil pressure low"),
+            "Lube oil pressure low"
+        );
+        assert_eq!(
+            strip_rating("Low sea water flow, rated low"),
+            "Low sea water flow"
+        );
+    }
+
+    #[test]
+    fn a_check_written_twice_with_a_word_changed_is_kept_once() {
+        let actions = vec![
+            "Compare inlet, outlet and cylinder outlet temperatures with the log; reduce load if rising; check thermostatic valve position and controller manually if stuck",
+            "Measure temperatures across the cooler on both sides",
+            "Check inlet, outlet and cylinder outlet temperatures with the log; reduce load if rising; check thermostatic valve position and controller manually if stuck",
+        ];
+        let kept = without_near_repeats(actions.clone(), |a| a);
+        assert_eq!(kept, actions[..2]);
+        // Two different checks on the same part are both kept.
+        let two = vec![
+            "Check the filter differential pressure",
+            "Change over the duplex filter",
+        ];
+        assert_eq!(without_near_repeats(two.clone(), |a| a), two);
+        let zh = vec!["滑油滤器脏堵", "滑油泵磨损或跳闸", "滑油滤器脏堵了"];
+        assert_eq!(without_near_repeats(zh.clone(), |a| a), zh[..2]);
     }
 
     #[test]

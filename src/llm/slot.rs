@@ -916,6 +916,7 @@ impl<'m> SlotState<'m> {
         let mut toks: Vec<LlamaToken> = Vec::new();
         // A token already sampled (from a verification row) but not decoded.
         let mut next: Option<LlamaToken> = None;
+        let mut cut = false;
         loop {
             // A value with nothing yet may take one token past the budget, so a
             // required field is never empty; the shares keep that to a token.
@@ -925,6 +926,7 @@ impl<'m> SlotState<'m> {
                     tracing::debug!("repetition guard closed a value");
                 }
                 pending.extend(self.tokenize("\"", false));
+                cut = true;
                 break;
             }
             let t = match next.take() {
@@ -1014,6 +1016,7 @@ impl<'m> SlotState<'m> {
             idx = kept as i32;
         }
         let s = valid_utf8_prefix(bytes);
+        let s = if cut { to_last_clause(&s) } else { &s };
         Ok(s.trim().to_string())
     }
 
@@ -1290,6 +1293,32 @@ fn classify(piece: &[u8]) -> Piece {
     }
 }
 
+/// A value the cap or the budget cut off, back to the end of its last whole
+/// sentence or clause, when that keeps at least a third of it: a summary that
+/// ran past its share ends "…切换并清洗。主引擎lube_oil" otherwise. A point
+/// inside a number ("2.5") is not an end.
+fn to_last_clause(s: &str) -> &str {
+    let chars: Vec<(usize, char)> = s.char_indices().collect();
+    for k in (0..chars.len()).rev() {
+        let (at, c) = chars[k];
+        let after = chars.get(k + 1).map(|x| x.1);
+        let end = match c {
+            '。' | '！' | '？' | '；' => true,
+            '.' | '!' | '?' | ';' => after.is_none_or(|a| a.is_whitespace() || !a.is_ascii()),
+            _ => false,
+        };
+        if !end {
+            continue;
+        }
+        if at * 3 < s.len() {
+            break;
+        }
+        let cut = at + c.len_utf8();
+        return s[..cut].trim_end_matches([';', '；']);
+    }
+    s
+}
+
 fn valid_utf8_prefix(mut bytes: Vec<u8>) -> String {
     match String::from_utf8(bytes.clone()) {
         Ok(s) => s,
@@ -1319,6 +1348,29 @@ pub fn render_raw(d: &Draft) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cut_off_value_ends_at_its_last_clause() {
+        assert_eq!(
+            to_last_clause(
+                "核对现场压力表，压力持续下降应降速；查滤器压差，切换并清洗。主引擎lube_oil"
+            ),
+            "核对现场压力表，压力持续下降应降速；查滤器压差，切换并清洗。"
+        );
+        assert_eq!(
+            to_last_clause("Check the cooler. Reduce load if rising; check the valve posi"),
+            "Check the cooler. Reduce load if rising"
+        );
+        // A decimal point is not an end, and nothing short is kept.
+        assert_eq!(
+            to_last_clause("pressure fell to 1.6 bar and keeps"),
+            "pressure fell to 1.6 bar and keeps"
+        );
+        assert_eq!(
+            to_last_clause("Low. and then a long trailing fragment"),
+            "Low. and then a long trailing fragment"
+        );
+    }
 
     #[test]
     fn top_logits_are_the_highest_first() {
