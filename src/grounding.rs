@@ -94,7 +94,11 @@ fn without_code(s: &str, code: &str) -> String {
 /// ("1. 5BAT-VOLT-LO},{" seen with the 135M test model). The manuals never
 /// use braces, and a quote next to a colon or bracket is a key or a list.
 fn has_json_structure(s: &str) -> bool {
-    s.contains(['{', '}']) || ["\":", "\",\"", "[\"", "\"]"].iter().any(|p| s.contains(p))
+    s.contains(['{', '}'])
+        || ["\":", "\",\"", "[\"", "\"]", ":["]
+            .iter()
+            .any(|p| s.contains(p))
+        || s.trim_end().ends_with('[')
 }
 
 /// True if `value` says something: not JSON punctuation, not list numbering,
@@ -118,7 +122,10 @@ pub fn is_text(value: &str, alarm_code: &str) -> bool {
     if cjk == 0
         && words.iter().all(|w| {
             let l = w.to_lowercase();
-            parts.contains(&l) || SCHEMA_WORDS.contains(&l.as_str())
+            let singular = l.strip_suffix('s').unwrap_or(&l);
+            parts.contains(&l)
+                || SCHEMA_WORDS.contains(&l.as_str())
+                || SCHEMA_WORDS.contains(&singular)
         })
     {
         return false;
@@ -607,6 +614,18 @@ mod tests {
             ),
             "读取充电控制器状态。"
         );
+    }
+
+    #[test]
+    fn a_schema_key_opening_a_list_is_not_text() {
+        // The stand-in's second action on the demo's lube-oil alarm (2026-12-01).
+        assert!(!is_text("likelihoods:[", "ME-LO-PRES-LO"));
+        assert!(!is_text("probable_causes", "ME-LO-PRES-LO"));
+        assert!(!is_text("actions:", "ME-LO-PRES-LO"));
+        assert!(is_text(
+            "Check the actions of the relief valve",
+            "ME-LO-PRES-LO"
+        ));
     }
 
     #[test]
