@@ -231,12 +231,19 @@ pub fn bench_models(
     }
     write!(out, "{}", crate::bench::table(&results))?;
     for r in &results {
-        writeln!(
-            out,
-            "overhead over llama_perf in daemon jobs ({}): {:+.1}%",
-            r.model,
-            r.gen_overhead * 100.0
-        )?;
+        match r.gen_overhead {
+            Some(o) => writeln!(
+                out,
+                "overhead over llama_perf in daemon jobs ({}): {:+.1}%",
+                r.model,
+                o * 100.0
+            )?,
+            None => writeln!(
+                out,
+                "overhead over llama_perf in daemon jobs ({}): not measured (no RAG job timed)",
+                r.model
+            )?,
+        }
     }
     if let Some(d) = decision {
         writeln!(out)?;
@@ -251,14 +258,25 @@ fn check_overhead(
     results: &[crate::bench::ComboResult],
     max: Option<f64>,
 ) -> Result<(), CommandError> {
-    match max.and_then(|m| crate::bench::over_overhead(results, m).map(|r| (r, m))) {
-        Some((r, max)) => Err(CommandError::Overhead {
-            model: r.model.clone(),
-            overhead: r.gen_overhead * 100.0,
+    use crate::bench::OverheadFault;
+    let Some(max) = max else { return Ok(()) };
+    let Some((r, fault)) = crate::bench::over_overhead(results, max) else {
+        return Ok(());
+    };
+    let model = r.model.clone();
+    Err(match fault {
+        OverheadFault::Unmeasured => CommandError::OverheadUnmeasured { model },
+        OverheadFault::Over(o) => CommandError::Overhead {
+            model,
+            overhead: o * 100.0,
             max,
-        }),
-        None => Ok(()),
-    }
+        },
+        OverheadFault::Under(o) => CommandError::OverheadLeak {
+            model,
+            shortfall: -o * 100.0,
+            max,
+        },
+    })
 }
 
 /// Dispatches `bench`: --retrieval, the parent over all combinations, or

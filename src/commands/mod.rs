@@ -34,6 +34,14 @@ pub enum CommandError {
         overhead: f64,
         max: f64,
     },
+    #[error("{model}: no daemon job was timed by llama_perf, so --max-overhead cannot be checked (bench needs --rag-cases > 0 and a job that answers)")]
+    OverheadUnmeasured { model: String },
+    #[error("{model}: llama_perf counted {shortfall:.1}% more decode time than the daemon's jobs took, beyond the --max-overhead {max}%: its timing leaks in from outside the job")]
+    OverheadLeak {
+        model: String,
+        shortfall: f64,
+        max: f64,
+    },
     #[error("--top-k must be 1..=50, got {0}")]
     TopK(usize),
     #[error("cannot write output: {0}")]

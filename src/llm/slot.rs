@@ -818,6 +818,10 @@ impl<'m> SlotState<'m> {
         self.drafted = 0;
         self.accepted = 0;
         self.steps = req.trace_steps.then(Vec::new);
+        // llama.cpp starts a decode's clock at the decode and stops it at the
+        // next synchronize; a decode whose logits nobody read (a cancelled
+        // job) would otherwise bill the gap before this job to this job.
+        self.ctx.synchronize();
         self.ctx.reset_timings();
         let t0 = Instant::now();
         let bos = self.tokenize(&req.prompt, true);
