@@ -209,7 +209,7 @@ pub async fn run(
         work: Notify::new(),
         epoch: Instant::now(),
     });
-    let (client, eventloop) = AsyncClient::new(mqtt_options, 256);
+    let (client, eventloop) = AsyncClient::new(mqtt_options, mqtt::CLIENT_QUEUE);
     let tracker = TaskTracker::new();
     let mqtt_turned = Arc::new(AtomicU64::new(0));
     let (events, qos0) = connect(&tracker, eventloop, &shared, &mqtt_turned, &cancel);
@@ -370,6 +370,22 @@ struct Hub {
     subscribed_ms: u64,
     ready: bool,
     last_status_ms: u64,
+    /// Test hook: extra time every inbound alarm costs (see `intake_delay`).
+    intake_delay: Option<Duration>,
+}
+
+/// Fault injection (cargo feature `fault-injection`):
+/// `TIDEWATCH_FAULT=slow-intake:MS` makes every inbound alarm cost the hub MS
+/// more, as on a board whose cores the model's threads have.
+fn intake_delay() -> Option<Duration> {
+    if !cfg!(feature = "fault-injection") {
+        return None;
+    }
+    let v = std::env::var("TIDEWATCH_FAULT").ok()?;
+    v.strip_prefix("slow-intake:")?
+        .parse()
+        .ok()
+        .map(Duration::from_millis)
 }
 
 impl Hub {
@@ -397,6 +413,7 @@ impl Hub {
             subscribed_ms: 0,
             ready: false,
             last_status_ms: 0,
+            intake_delay: intake_delay(),
         }
     }
 
@@ -522,9 +539,9 @@ impl Hub {
     }
 
     /// Reports a rejected alarm on the error topic and acknowledges it. The
-    /// report waits (briefly) for room in the client's queue: in a flood of
-    /// bad payloads each still gets its report.
-    async fn reject(&mut self, p: Publish, reason: String) {
+    /// client's queue (`mqtt::CLIENT_QUEUE`) holds a flood's reports; one
+    /// that finds it full is counted in `error_reports_dropped`.
+    fn reject(&mut self, p: Publish, reason: String) {
         self.s
             .pipeline
             .counters
@@ -538,24 +555,31 @@ impl Hub {
             "bytes": p.payload.len(),
             "ts": crate::diagnosis::now_rfc3339(),
         });
-        let publish = self.client.publish(
+        // Never wait for the client here: the poller may itself be waiting
+        // for the hub to take a QoS 0 alarm, and the report is advisory.
+        if let Err(e) = mqtt::publish_info(
+            &self.client,
             self.topics.error(),
-            rumqttc::QoS::AtMostOnce,
-            false,
             err.to_string().into_bytes(),
-        );
-        match tokio::time::timeout(Duration::from_secs(2), publish).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "cannot publish error"),
-            Err(_) => tracing::warn!("cannot publish error: the mqtt client queue stayed full"),
+            false,
+        ) {
+            self.s
+                .pipeline
+                .counters
+                .error_reports_dropped
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(error = %e, "cannot publish error report: the mqtt client queue is full");
         }
         self.ack(p);
     }
 
     async fn intake(&mut self, p: Publish) {
+        if let Some(d) = self.intake_delay {
+            tokio::time::sleep(d).await;
+        }
         let equipment = match alarm::equipment_from_topic(&self.topics.prefix, &p.topic) {
             Ok(e) => e.to_string(),
-            Err(e) => return self.reject(p, e.to_string()).await,
+            Err(e) => return self.reject(p, e.to_string()),
         };
         let a = match alarm::parse(
             &p.payload,
@@ -563,7 +587,7 @@ impl Hub {
             self.s.pipeline.cfg.mqtt.max_alarm_bytes,
         ) {
             Ok(a) => a,
-            Err(e) => return self.reject(p, e.to_string()).await,
+            Err(e) => return self.reject(p, e.to_string()),
         };
         let key = Key::of(&p.topic, &p.payload);
         let (receipt, out) = self.delivery.received(key, p);
@@ -681,15 +705,7 @@ impl Hub {
     fn publish_status(&mut self) {
         self.last_status_ms = self.s.now_ms();
         let v = self.status_json();
-        self.notifier.status(&format!(
-            "queue {} diagnosed {} degraded {} triage {} restarts {} lost {}",
-            v["queue_depth"],
-            v["diagnosed"],
-            v["degraded"],
-            v["triage"],
-            v["slot_restarts"],
-            v["slots_lost"]
-        ));
+        self.notifier.status(&status_line(&v));
         if let Err(e) = mqtt::publish_info(
             &self.client,
             self.topics.status(),
@@ -699,6 +715,24 @@ impl Hub {
             tracing::warn!(error = %e, "cannot publish status");
         }
     }
+}
+
+/// The one-line form of the status document for `systemctl status`: what an
+/// operator checks first — work waiting, answers by kind (passages answers are
+/// among the diagnosed), restarts, and diagnoses not yet acknowledged.
+fn status_line(v: &serde_json::Value) -> String {
+    format!(
+        "queue {} diagnosed {} (passages {}) degraded {} triage {} restarts {} lost {} unacked {} outbox {}",
+        v["queue_depth"],
+        v["diagnosed"],
+        v["passages"],
+        v["degraded"],
+        v["triage"],
+        v["slot_restarts"],
+        v["slots_lost"],
+        v["awaiting_ack"],
+        v["outbox_pending"]
+    )
 }
 
 async fn worker(
@@ -745,5 +779,22 @@ async fn worker(
             diagnosis: d,
             slot: Some(slot.id),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_line_shows_passages_answers_and_undelivered_diagnoses() {
+        let v = serde_json::json!({
+            "queue_depth": 2, "diagnosed": 7, "passages": 3, "degraded": 1, "triage": 0,
+            "slot_restarts": 1, "slots_lost": 0, "awaiting_ack": 4, "outbox_pending": 5,
+        });
+        assert_eq!(
+            status_line(&v),
+            "queue 2 diagnosed 7 (passages 3) degraded 1 triage 0 restarts 1 lost 0 unacked 4 outbox 5"
+        );
     }
 }

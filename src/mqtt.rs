@@ -131,10 +131,17 @@ pub enum Inbound {
     },
 }
 
+/// Requests the client holds before `try_publish` refuses one. Error reports
+/// for a flood of bad payloads wait here: while the socket is full rumqttc
+/// sends about one request per ten packets it reads, so a 10,000-payload flood
+/// can leave thousands queued (~250 bytes each, 4 MiB at most).
+pub const CLIENT_QUEUE: usize = 16_384;
+
 /// Where the poller sends what it reads.
 pub struct PollerTx {
     pub events: mpsc::UnboundedSender<Inbound>,
-    /// QoS 0 alarms; when full they are dropped (nobody waits for an ack).
+    /// QoS 0 alarms; when full the poller waits (bounded memory, nothing
+    /// dropped), so the hub must never wait on the poller.
     pub qos0: mpsc::Sender<Publish>,
 }
 
@@ -192,10 +199,12 @@ pub async fn run_poller(
             }
             Ok(Event::Incoming(Packet::Publish(p))) => {
                 if p.qos == QoS::AtMostOnce {
-                    if tx.qos0.try_send(p).is_err() {
-                        tracing::warn!(
-                            "QoS 0 alarms arrive faster than they are read; dropping one"
-                        );
+                    // Wait for room instead of dropping: meanwhile the socket
+                    // and the broker hold the rest (TCP backpressure). The hub
+                    // never waits on the client, so this cannot deadlock.
+                    tokio::select! {
+                        _ = cancel.cancelled() => return,
+                        sent = tx.qos0.send(p) => if sent.is_err() { return },
                     }
                     None
                 } else {

@@ -32,6 +32,8 @@ pub struct Counters {
     pub passages: AtomicU64,
     pub merged: AtomicU64,
     pub rejected: AtomicU64,
+    /// Of `rejected`, those whose report found the mqtt client's queue full.
+    pub error_reports_dropped: AtomicU64,
     pub replayed: AtomicU64,
     pub queue_depth: AtomicU64,
     pub slots: Arc<SlotCounters>,
@@ -47,6 +49,7 @@ impl Counters {
             "passages": g(&self.passages),
             "merged": g(&self.merged),
             "rejected": g(&self.rejected),
+            "error_reports_dropped": g(&self.error_reports_dropped),
             "replayed": g(&self.replayed),
             "slot_restarts": g(&self.slots.restarts),
             "slots_lost": g(&self.slots.lost),

@@ -197,7 +197,9 @@ async fn notifications_arrive_ready_then_status_then_stopping() {
     .await;
     c.expect("notify/diagnosis/AIS", T, |v| v["alarm_id"] == "n-1")
         .await;
-    drain(&sock, &mut got, Duration::from_secs(11));
+    // Status goes out every 10 s on a 1 s tick: 12 s holds one that follows
+    // the diagnosis's PUBACK.
+    drain(&sock, &mut got, Duration::from_secs(12));
     d.signal(nix::sys::signal::Signal::SIGTERM);
     let status = d
         .wait_exit(Duration::from_secs(20))
@@ -206,10 +208,12 @@ async fn notifications_arrive_ready_then_status_then_stopping() {
     drain(&sock, &mut got, Duration::from_millis(300));
     let pos = |pred: &dyn Fn(&str) -> bool| got.iter().position(|(_, m)| pred(m));
     let ready = pos(&|m| m == "READY=1").unwrap();
-    let status_after = got
-        .iter()
-        .skip(ready)
-        .position(|(_, m)| m.starts_with("STATUS=") && m.contains("diagnosed 1"));
+    let status_after = got.iter().skip(ready).position(|(_, m)| {
+        // One answer, delivered: nothing waits for a PUBACK or in the outbox.
+        m.starts_with("STATUS=")
+            && m.contains("diagnosed 1 (passages ")
+            && m.ends_with("unacked 0 outbox 0")
+    });
     let stopping = pos(&|m| m == "STOPPING=1").unwrap_or_else(|| panic!("no STOPPING=1: {got:?}"));
     let status_after = status_after
         .map(|i| i + ready)
