@@ -127,7 +127,7 @@ say "installing $version"
 
 changed=0
 # install_if_changed SRC DEST MODE [OWNER]: copy via a temp file and rename, so a
-# running daemon never sees a half-written file (and keeps its mmap of the old one).
+# running daemon never sees a half-written file.
 install_if_changed() {
     local src=$1 dest=$2 mode=$3 owner=${4:-root:root}
     if [ -f "$dest" ] && cmp -s "$src" "$dest"; then

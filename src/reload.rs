@@ -17,8 +17,8 @@ use crate::systemd::Notifier;
 
 /// What a reload needs.
 pub struct Reloader {
-    /// Reopened by path on every reload: an update replaces the file by
-    /// rename, and the daemon's open mapping still points at the old inode.
+    /// Reread by path on every reload: the daemon holds a copy of the index,
+    /// so the file can be replaced (by rename or in place) at any time.
     pub path: PathBuf,
     pub index: Arc<LiveIndex>,
     pub notifier: Arc<Notifier>,
@@ -136,7 +136,7 @@ mod tests {
         let why = refusal(reload(&path, &live));
         assert!(why.contains(&path.display().to_string()), "{why}");
         assert!(Arc::ptr_eq(&before, &live.current()));
-        // The old mapping outlives its file.
+        // The old index outlives its file.
         assert_eq!(before.n_passages(), live.current().n_passages());
     }
 

@@ -48,7 +48,7 @@ fn config_with_index(dir: &Path, port: u16, prefix: &str, index: &Path) -> PathB
 }
 
 /// Replaces `path` the way an operator (or `tidewatch index build`) should:
-/// write beside it, then rename over it, so a mapping of the old file stays valid.
+/// write beside it, then rename over it, so a reload never reads half a file.
 fn replace_by_rename(path: &Path, bytes: &[u8]) {
     let tmp = path.with_extension("new");
     std::fs::write(&tmp, bytes).unwrap();
@@ -146,6 +146,49 @@ async fn sighup_reopens_the_index_and_a_bad_index_is_refused_keeping_the_old_one
         cites_lube_oil(&still),
         "the previous (good) index should still answer: {still}"
     );
+    assert!(
+        d.child.try_wait().unwrap().is_none(),
+        "the daemon should still run:\n{}",
+        d.log()
+    );
+}
+
+// The README used to warn that rewriting the index in place (`cp new.twx
+// knowledge.twx`) could crash the daemon with SIGBUS: it mapped the file, and
+// the pages under it were truncated. An operator's `cp` must not take the
+// diagnoses down; the daemon now holds its own copy, and the next reload
+// judges the new file like any other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewriting_the_index_in_place_does_not_disturb_the_running_daemon() {
+    let _serial = common::serial();
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join("knowledge.twx");
+    tidewatch::retrieval::build_file(&repo().join("knowledge"), &index).unwrap();
+    let cfg = config_with_index(dir.path(), broker.port, "reload", &index);
+    let mut c = Client::connect(broker.port, "reload", "inplace-client").await;
+    let mut d = Daemon::start(&cfg, &[]);
+    assert!(
+        d.wait_log("tidewatch ready", T),
+        "daemon never became ready:\n{}",
+        d.log()
+    );
+    assert!(cites_lube_oil(&ask_lube_oil(&mut c, "p-1").await));
+
+    // Truncated and rewritten in place, as `cp` or a half-finished copy does.
+    std::fs::write(&index, b"half a file").unwrap();
+    let during = ask_lube_oil(&mut c, "p-2").await;
+    assert!(
+        cites_lube_oil(&during),
+        "the index the daemon opened should still answer: {during}"
+    );
+    d.signal(Signal::SIGHUP);
+    assert!(
+        d.wait_log("index reload refused", Duration::from_secs(20)),
+        "the rewritten file should be refused on reload:\n{}",
+        d.log()
+    );
+    assert!(cites_lube_oil(&ask_lube_oil(&mut c, "p-3").await));
     assert!(
         d.child.try_wait().unwrap().is_none(),
         "the daemon should still run:\n{}",

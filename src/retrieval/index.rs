@@ -247,25 +247,9 @@ pub fn build(docs: &[Document]) -> Result<Vec<u8>, IndexError> {
     Ok(out)
 }
 
-/// Bytes of an index: a file mapping in production, a vector in tests.
-pub enum Bytes {
-    Mapped(memmap2::Mmap),
-    Owned(Vec<u8>),
-}
-
-impl std::ops::Deref for Bytes {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            Bytes::Mapped(m) => m,
-            Bytes::Owned(v) => v,
-        }
-    }
-}
-
 /// A validated, opened index. Cheap to share behind an `Arc`.
 pub struct RawIndex {
-    bytes: Bytes,
+    bytes: Vec<u8>,
     pub docs: Vec<DocMeta>,
     pub n_passages: u32,
     pub n_terms: u32,
@@ -278,21 +262,19 @@ pub struct RawIndex {
 }
 
 impl RawIndex {
+    /// Reads the whole file: the daemon keeps its own copy, so an operator
+    /// rewriting the file in place (`cp` over it) cannot change or truncate
+    /// pages under a running query, as it could under a mapping (SIGBUS).
+    /// Indexes are small (544 passages: 288 KB).
     pub fn open(path: &Path) -> Result<Self, IndexError> {
-        let f = std::fs::File::open(path).map_err(|source| IndexError::Io {
+        let bytes = std::fs::read(path).map_err(|source| IndexError::Io {
             path: path.to_owned(),
             source,
         })?;
-        // SAFETY: the file is opened read-only and tidewatch never writes an index
-        // in place (build writes a temp file and renames), so the mapping stays valid.
-        let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|source| IndexError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
-        Self::from_bytes(Bytes::Mapped(map)).map_err(|e| e.with_path(path))
+        Self::from_bytes(bytes).map_err(|e| e.with_path(path))
     }
 
-    pub fn from_bytes(bytes: Bytes) -> Result<Self, IndexError> {
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<Self, IndexError> {
         let b: &[u8] = &bytes;
         if b.len() < 8 || b[0..8] != MAGIC {
             return Err(IndexError::Corrupt(
@@ -523,13 +505,10 @@ mod tests {
     #[test]
     fn impossible_passage_size_is_an_error_not_an_allocation() {
         let mut b = sample();
-        let at = RawIndex::from_bytes(Bytes::Owned(b.clone()))
-            .unwrap()
-            .passages
-            .0;
+        let at = RawIndex::from_bytes(b.clone()).unwrap().passages.0;
         b[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
         reseal(&mut b);
-        let idx = RawIndex::from_bytes(Bytes::Owned(b)).unwrap();
+        let idx = RawIndex::from_bytes(b).unwrap();
         let e = idx.passage(0).unwrap_err().to_string();
         assert!(e.contains("size 4294967295 is impossible"), "{e}");
     }
@@ -538,17 +517,11 @@ mod tests {
     #[test]
     fn passage_row_naming_another_document_is_an_error_at_open() {
         let mut b = sample();
-        let at = RawIndex::from_bytes(Bytes::Owned(b.clone()))
-            .unwrap()
-            .pmeta
-            .0;
+        let at = RawIndex::from_bytes(b.clone()).unwrap().pmeta.0;
         // Passage 0 belongs to document 0; make its row name document 1.
         b[at + 6..at + 8].copy_from_slice(&1u16.to_le_bytes());
         reseal(&mut b);
-        let e = RawIndex::from_bytes(Bytes::Owned(b))
-            .err()
-            .unwrap()
-            .to_string();
+        let e = RawIndex::from_bytes(b).err().unwrap().to_string();
         assert!(e.contains("passage 0 is in document pump-a's range"), "{e}");
     }
 }

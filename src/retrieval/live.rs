@@ -1,8 +1,8 @@
 //! The index in use, replaceable while the daemon runs (`systemctl reload`).
 //!
 //! Readers take the current `Arc<Index>` once per job and keep it: a swap in
-//! the meantime neither changes nor unmaps what a running job reads, and the
-//! old mapping goes away when its last job drops it. This module only holds
+//! the meantime does not change what a running job reads, and the old index
+//! is freed when its last job drops it. This module only holds
 //! and swaps; opening and judging a new index is the caller's business.
 
 use std::sync::{Arc, RwLock};

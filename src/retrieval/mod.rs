@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use index::{Bytes, RawIndex};
+use index::RawIndex;
 pub use live::LiveIndex;
 use tokenize::{has_cjk, terms};
 
@@ -118,7 +118,7 @@ impl Index {
 
     pub fn from_bytes(bytes: Vec<u8>) -> Result<Self, IndexError> {
         Ok(Self {
-            raw: RawIndex::from_bytes(Bytes::Owned(bytes))?,
+            raw: RawIndex::from_bytes(bytes)?,
         })
     }
 
