@@ -219,6 +219,19 @@ box /opt/tw/deploy/install.sh --binary /opt/tw/tidewatch --model "/opt/tw/models
     fail "second install.sh run failed: $(cat "$work/install2.log")"
 [ "$(box systemctl show -P MainPID tidewatch)" = "$pid_before" ] ||
     fail "second install.sh run restarted the daemon although nothing changed"
+# Updated manuals only: the running daemon reloads its index (SIGHUP), keeping its
+# model, its process and its alarms, instead of being restarted.
+box sh -c 'cp -a /opt/tw/knowledge /opt/tw/knowledge2 && rm -f /opt/tw/knowledge2/buoy/ais-*'
+box /opt/tw/deploy/install.sh --binary /opt/tw/tidewatch --model "/opt/tw/models/$model_name" \
+    --knowledge /opt/tw/knowledge2 >"$work/install3.log" 2>&1 ||
+    fail "install.sh with updated manuals failed: $(cat "$work/install3.log")"
+[ "$(box systemctl show -P MainPID tidewatch)" = "$pid_before" ] ||
+    fail "install.sh restarted the daemon for an index-only change: $(cat "$work/install3.log")"
+index_reloaded() {
+    box journalctl -u tidewatch --no-pager -o cat | grep -c 'index reloaded' >/dev/null
+}
+wait_for 30 "'index reloaded' in the journal after an index-only install" index_reloaded
+say "   index-only update reloaded in place (MainPID $pid_before kept)"
 box runuser -u tidewatch -- test -r "/var/lib/tidewatch/models/$model_name" ||
     fail "user tidewatch cannot read the installed model"
 end

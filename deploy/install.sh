@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs (or removes) tidewatch on a Debian board running systemd. Run as root.
 # Safe to run again: it converges to the same state and restarts the daemon only
-# when the binary, unit, index or model actually changed.
+# when the binary, unit, config or model actually changed; a new index alone is
+# taken with a reload.
 set -euo pipefail
 
 PREFIX_BIN=/usr/bin/tidewatch
@@ -160,6 +161,10 @@ install -d -m 0750 -o "$SVC_USER" -g "$SVC_USER" "$STATE_DIR" "$MODEL_DIR"
 install_if_changed "$binary" "$PREFIX_BIN" 0755
 install_if_changed "$repo/systemd/tidewatch.service" "$UNIT" 0644
 
+# The index is tracked apart: a running daemon takes a new one with a reload
+# (SIGHUP) and keeps its model, process and queued alarms.
+other_changed=$changed
+changed=0
 if [ -n "$index" ]; then
     install_if_changed "$index" "$INDEX" 0644
 else
@@ -169,6 +174,8 @@ else
         die "building the index from '$knowledge' failed"
     install_if_changed "$built" "$INDEX" 0644
 fi
+index_changed=$changed
+changed=$other_changed
 
 model_dest=$MODEL_DIR/$(basename "$model")
 install_if_changed "$model" "$model_dest" 0640 "$SVC_USER:$SVC_USER"
@@ -275,6 +282,9 @@ if systemctl is-active --quiet tidewatch.service; then
     if [ "$changed" -eq 1 ]; then
         say "restarting tidewatch (files changed)"
         systemctl restart tidewatch.service || start_failed=1
+    elif [ "$index_changed" -eq 1 ]; then
+        say "reloading tidewatch (only the index changed; the daemon keeps running)"
+        systemctl reload tidewatch.service || start_failed=1
     fi
 else
     say "starting tidewatch (loading the model can take minutes)"
