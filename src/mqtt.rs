@@ -256,8 +256,9 @@ pub async fn run_poller(
 /// would resend and requests still queued. The daemon's delivery state
 /// republishes undelivered diagnoses itself, and alarm acks from the old
 /// connection must not be sent on the new one. Returns how many QoS 1
-/// publishes were discarded without ever being sent (packet id still 0), so
-/// the daemon can keep its count of sent publishes exact.
+/// publishes were discarded without ever being sent (packet id still 0, or
+/// parked on a collision), so the daemon can keep its count of sent
+/// publishes exact.
 fn drop_session(eventloop: &mut EventLoop) -> u64 {
     // rumqttc cleans up after its own read/write errors, but not after a
     // failed connect, and requests may have been queued since.
@@ -268,7 +269,15 @@ fn drop_session(eventloop: &mut EventLoop) -> u64 {
         .filter(|r| matches!(r, Request::Publish(p) if p.qos != QoS::AtMostOnce && p.pkid == 0))
         .count() as u64;
     eventloop.pending.clear();
-    dropped
+    // A publish parked on a packet-id collision (its id still held by one
+    // whose PUBACK never came) was never sent, and `clean()` keeps it: while
+    // it is parked rumqttc sends no request on any later connection either.
+    let parked = eventloop
+        .state
+        .collision
+        .take()
+        .is_some_and(|p| p.qos != QoS::AtMostOnce);
+    dropped + u64::from(parked)
 }
 
 /// Hands a diagnosis to the client as QoS 1 without waiting: a full request
@@ -310,6 +319,18 @@ mod tests {
         let no_cert = "TLS error: received fatal alert: CertificateRequired";
         assert!(connect_hint(no_cert).unwrap().contains("[mqtt.tls]"));
         assert_eq!(connect_hint("Timeout"), None);
+    }
+
+    #[test]
+    fn a_publish_parked_on_a_collision_is_dropped_with_the_session() {
+        let (_client, mut eventloop) =
+            rumqttc::AsyncClient::new(rumqttc::MqttOptions::new("t", "127.0.0.1", 1), 10);
+        let mut parked = Publish::new("t/diagnosis/x", QoS::AtLeastOnce, b"{}".to_vec());
+        parked.pkid = 2;
+        eventloop.state.collision = Some(parked);
+        assert_eq!(drop_session(&mut eventloop), 1, "never sent, so dropped");
+        assert!(eventloop.state.collision.is_none());
+        assert_eq!(drop_session(&mut eventloop), 0);
     }
 
     #[test]

@@ -227,6 +227,77 @@ async fn a_lost_puback_stalls_nothing_and_its_diagnosis_is_sent_again() {
     assert_eq!(st["diagnosed"], 2, "{st}\n{}", d.log());
 }
 
+/// From a code read of rumqttc 0.25: a PUBACK that never comes keeps its packet
+/// id taken in the client, and 32 QoS 1 publishes later (`inflight`) the ids
+/// wrap onto it: rumqttc parks the publish as a "collision" and sends nothing
+/// more until that PUBACK arrives. It never does; rumqttc gives up on the
+/// connection after two pings, but its `clean()` keeps the collision, so
+/// every later connection is stuck too, and no diagnosis is delivered again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diagnoses_keep_flowing_after_packet_ids_wrap_onto_a_lost_puback() {
+    let _serial = common::serial();
+    let broker = Broker::start();
+    let proxy = common::proxy::PubackDropper::start(broker.port, "/diagnosis/").await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), proxy.port, "wrap", FAST, "");
+    let mut c = Client::connect(broker.port, "wrap", "wrap-operator").await;
+    let pubc = Client::connect(broker.port, "wrap-unused", "wrap-sensors").await;
+    let d = Daemon::start(&cfg, &[]);
+    assert!(
+        d.wait_log("tidewatch ready", Duration::from_secs(60)),
+        "{}",
+        d.log()
+    );
+    let (eq1, a1) = alarm_n("w0", 0);
+    c.publish(&format!("wrap/alarm/{eq1}"), a1).await;
+    c.expect(
+        &format!("wrap/diagnosis/{eq1}"),
+        Duration::from_secs(60),
+        |v| v["alarm_id"] == "w0",
+    )
+    .await;
+    let t0 = Instant::now();
+    while !proxy.dropped() && t0.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        proxy.dropped(),
+        "the proxy never saw the diagnosis's PUBACK"
+    );
+    // 40 alarms on 5 pumps: merged into a few generations, 40 QoS 1 diagnoses,
+    // more than the 32 packet ids.
+    let all = ids("w", 41)[1..].to_vec();
+    for (i, id) in all.iter().enumerate() {
+        let eq = format!("pump-{}", i % 5);
+        let body = alarm(
+            id,
+            &eq,
+            "SW-PRESS-LOW",
+            "major",
+            "sea_water_cooling",
+            "sea water pressure low",
+        );
+        pubc.publish(&format!("wrap/alarm/{eq}"), body).await;
+    }
+    let want: HashSet<String> = all.into_iter().collect();
+    let seen = c
+        .diagnosis_copies("wrap", &want, Duration::from_secs(120))
+        .await;
+    let missing: Vec<&String> = want.iter().filter(|i| !seen.contains_key(*i)).collect();
+    assert!(
+        missing.is_empty(),
+        "{} of 40 answered; missing {missing:?}\n{}",
+        seen.len(),
+        d.log()
+    );
+    let st = c
+        .expect("wrap/status", Duration::from_secs(60), |v| {
+            v["awaiting_ack"] == 0 && v["outbox_pending"] == 0
+        })
+        .await;
+    assert_eq!(st["diagnosed"].as_u64().map(|n| n >= 2), Some(true), "{st}");
+}
+
 /// Issue I, from a code read: the answer cache was keyed by `alarm_id` alone,
 /// so a second sensor that also numbers its alarms 1, 2, 3, or a sensor that
 /// restarted its counter, got an old diagnosis (on the first sensor's topic)
