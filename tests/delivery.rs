@@ -165,32 +165,38 @@ async fn broker_restart_during_a_burst_of_merged_alarms_answers_all_30() {
     );
 }
 
-/// Issue I, from a code read: the publisher waited for "a" PUBACK with no
-/// timeout, one diagnosis at a time. A PUBACK lost on a connection that stays
-/// up (a proxy drops exactly one) stalled every later diagnosis forever. Now
-/// PUBACKs are matched by packet id, later diagnoses go out meanwhile, and the
-/// unacknowledged one is sent again after the PUBACK timeout (20 s).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_puback_stalls_nothing_and_its_diagnosis_is_sent_again() {
-    let _serial = common::serial();
+/// A daemon behind a proxy that drops the PUBACK of its first diagnosis:
+/// `id` is asked on prefix `p` and answered, and the proxy has dropped that
+/// diagnosis's PUBACK when this returns.
+struct LostPuback {
+    broker: Broker,
+    _proxy: common::proxy::PubackDropper,
+    _dir: tempfile::TempDir,
+    c: Client,
+    d: Daemon,
+    first: serde_json::Value,
+    eq: String,
+}
+
+async fn lose_first_puback(p: &str, id: &str) -> LostPuback {
     let broker = Broker::start();
     let proxy = common::proxy::PubackDropper::start(broker.port, "/diagnosis/").await;
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path(), proxy.port, "lost", FAST, "");
-    let mut c = Client::connect(broker.port, "lost", "lost-operator").await;
+    let cfg = config(dir.path(), proxy.port, p, FAST, "");
+    let mut c = Client::connect(broker.port, p, &format!("{p}-operator")).await;
     let d = Daemon::start(&cfg, &[]);
     assert!(
         d.wait_log("tidewatch ready", Duration::from_secs(60)),
         "{}",
         d.log()
     );
-    let (eq1, a1) = alarm_n("p1", 0);
-    c.publish(&format!("lost/alarm/{eq1}"), a1).await;
+    let (eq, a1) = alarm_n(id, 0);
+    c.publish(&format!("{p}/alarm/{eq}"), a1).await;
     let first = c
         .expect(
-            &format!("lost/diagnosis/{eq1}"),
+            &format!("{p}/diagnosis/{eq}"),
             Duration::from_secs(60),
-            |v| v["alarm_id"] == "p1",
+            |v| v["alarm_id"] == id,
         )
         .await;
     // The broker may route the diagnosis to us before it PUBACKs it.
@@ -202,6 +208,28 @@ async fn a_lost_puback_stalls_nothing_and_its_diagnosis_is_sent_again() {
         proxy.dropped(),
         "the proxy never saw the diagnosis's PUBACK"
     );
+    LostPuback {
+        broker,
+        _proxy: proxy,
+        _dir: dir,
+        c,
+        d,
+        first,
+        eq,
+    }
+}
+
+/// Issue I, from a code read: the publisher waited for "a" PUBACK with no
+/// timeout, one diagnosis at a time. A PUBACK lost on a connection that stays
+/// up (a proxy drops exactly one) stalled every later diagnosis forever. Now
+/// PUBACKs are matched by packet id, later diagnoses go out meanwhile, and the
+/// unacknowledged one is sent again after the PUBACK timeout (20 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_puback_stalls_nothing_and_its_diagnosis_is_sent_again() {
+    let _serial = common::serial();
+    // Kept whole: a field moved out alone would drop (stop) the broker.
+    let mut lp = lose_first_puback("lost", "p1").await;
+    let (c, d, first, eq1) = (&mut lp.c, &lp.d, &lp.first, &lp.eq);
     let (eq2, a2) = alarm_n("p2", 1);
     c.publish(&format!("lost/alarm/{eq2}"), a2).await;
     c.expect(
@@ -217,7 +245,7 @@ async fn a_lost_puback_stalls_nothing_and_its_diagnosis_is_sent_again() {
             |v| v["alarm_id"] == "p1",
         )
         .await;
-    assert_eq!(again, first, "the same diagnosis, sent again");
+    assert_eq!(&again, first, "the same diagnosis, sent again");
     // Its PUBACK came this time: nothing waits for an ack any more.
     let st = c
         .expect("lost/status", Duration::from_secs(30), |v| {
@@ -236,34 +264,9 @@ async fn a_lost_puback_stalls_nothing_and_its_diagnosis_is_sent_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diagnoses_keep_flowing_after_packet_ids_wrap_onto_a_lost_puback() {
     let _serial = common::serial();
-    let broker = Broker::start();
-    let proxy = common::proxy::PubackDropper::start(broker.port, "/diagnosis/").await;
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path(), proxy.port, "wrap", FAST, "");
-    let mut c = Client::connect(broker.port, "wrap", "wrap-operator").await;
-    let pubc = Client::connect(broker.port, "wrap-unused", "wrap-sensors").await;
-    let d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", Duration::from_secs(60)),
-        "{}",
-        d.log()
-    );
-    let (eq1, a1) = alarm_n("w0", 0);
-    c.publish(&format!("wrap/alarm/{eq1}"), a1).await;
-    c.expect(
-        &format!("wrap/diagnosis/{eq1}"),
-        Duration::from_secs(60),
-        |v| v["alarm_id"] == "w0",
-    )
-    .await;
-    let t0 = Instant::now();
-    while !proxy.dropped() && t0.elapsed() < Duration::from_secs(5) {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(
-        proxy.dropped(),
-        "the proxy never saw the diagnosis's PUBACK"
-    );
+    let mut lp = lose_first_puback("wrap", "w0").await;
+    let (c, d) = (&mut lp.c, &lp.d);
+    let pubc = Client::connect(lp.broker.port, "wrap-unused", "wrap-sensors").await;
     // 40 alarms on 5 pumps: merged into a few generations, 40 QoS 1 diagnoses,
     // more than the 32 packet ids.
     let all = ids("w", 41)[1..].to_vec();

@@ -85,23 +85,45 @@ async fn ask_lube_oil(c: &mut Client, id: &str) -> serde_json::Value {
     d
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sighup_reopens_the_index_and_a_bad_index_is_refused_keeping_the_old_one() {
-    let _serial = common::serial();
+/// A broker, and a daemon on its own `knowledge.twx` built from `knowledge`,
+/// ready, with an operator client on prefix "reload".
+struct Rig {
+    _broker: Broker,
+    dir: tempfile::TempDir,
+    index: PathBuf,
+    c: Client,
+    d: Daemon,
+}
+
+async fn start_on_own_index(knowledge: impl FnOnce(&Path) -> PathBuf, client_id: &str) -> Rig {
     let broker = Broker::start();
     let dir = tempfile::tempdir().unwrap();
     let index = dir.path().join("knowledge.twx");
-    tidewatch::retrieval::build_file(&knowledge_without_lube_oil(dir.path()), &index).unwrap();
+    tidewatch::retrieval::build_file(&knowledge(dir.path()), &index).unwrap();
     let cfg = config_with_index(dir.path(), broker.port, "reload", &index);
-    let mut c = Client::connect(broker.port, "reload", "reload-client").await;
-    let mut d = Daemon::start(&cfg, &[]);
+    let c = Client::connect(broker.port, "reload", client_id).await;
+    let d = Daemon::start(&cfg, &[]);
     assert!(
         d.wait_log("tidewatch ready", T),
         "daemon never became ready:\n{}",
         d.log()
     );
+    Rig {
+        _broker: broker,
+        dir,
+        index,
+        c,
+        d,
+    }
+}
 
-    let before = ask_lube_oil(&mut c, "r-1").await;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reopens_the_index_and_a_bad_index_is_refused_keeping_the_old_one() {
+    let _serial = common::serial();
+    let mut rig = start_on_own_index(knowledge_without_lube_oil, "reload-client").await;
+    let (dir, index, c, d) = (&rig.dir, &rig.index, &mut rig.c, &mut rig.d);
+
+    let before = ask_lube_oil(c, "r-1").await;
     assert!(
         !cites_lube_oil(&before),
         "the lube oil manual is not in the index yet: {before}"
@@ -110,21 +132,21 @@ async fn sighup_reopens_the_index_and_a_bad_index_is_refused_keeping_the_old_one
     // The manuals are updated: a new index is built aside and renamed into place.
     let fresh = dir.path().join("fresh.twx");
     tidewatch::retrieval::build_file(&repo().join("knowledge"), &fresh).unwrap();
-    std::fs::rename(&fresh, &index).unwrap();
+    std::fs::rename(&fresh, index).unwrap();
     d.signal(Signal::SIGHUP);
     assert!(
         d.wait_log("index reloaded", Duration::from_secs(20)),
         "no reload after SIGHUP:\n{}",
         d.log()
     );
-    let after = ask_lube_oil(&mut c, "r-2").await;
+    let after = ask_lube_oil(c, "r-2").await;
     assert!(
         cites_lube_oil(&after),
         "the reloaded index's lube oil manual should be cited: {after}"
     );
 
     // A damaged index must be refused by name, and the good one kept.
-    replace_by_rename(&index, b"this is not a tidewatch index at all");
+    replace_by_rename(index, b"this is not a tidewatch index at all");
     d.signal(Signal::SIGHUP);
     assert!(
         d.wait_log("index reload refused", Duration::from_secs(20)),
@@ -140,8 +162,8 @@ async fn sighup_reopens_the_index_and_a_bad_index_is_refused_keeping_the_old_one
         refusal.contains(&index.display().to_string()) && refusal.contains("not a tidewatch index"),
         "the refusal should name the file and the reason: {refusal}"
     );
-    assert_eq!(occurrences(&d, "index reloaded"), 1, "{log}");
-    let still = ask_lube_oil(&mut c, "r-3").await;
+    assert_eq!(occurrences(d, "index reloaded"), 1, "{log}");
+    let still = ask_lube_oil(c, "r-3").await;
     assert!(
         cites_lube_oil(&still),
         "the previous (good) index should still answer: {still}"
@@ -161,23 +183,13 @@ async fn sighup_reopens_the_index_and_a_bad_index_is_refused_keeping_the_old_one
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rewriting_the_index_in_place_does_not_disturb_the_running_daemon() {
     let _serial = common::serial();
-    let broker = Broker::start();
-    let dir = tempfile::tempdir().unwrap();
-    let index = dir.path().join("knowledge.twx");
-    tidewatch::retrieval::build_file(&repo().join("knowledge"), &index).unwrap();
-    let cfg = config_with_index(dir.path(), broker.port, "reload", &index);
-    let mut c = Client::connect(broker.port, "reload", "inplace-client").await;
-    let mut d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", T),
-        "daemon never became ready:\n{}",
-        d.log()
-    );
-    assert!(cites_lube_oil(&ask_lube_oil(&mut c, "p-1").await));
+    let mut rig = start_on_own_index(|_| repo().join("knowledge"), "inplace-client").await;
+    let (index, c, d) = (&rig.index, &mut rig.c, &mut rig.d);
+    assert!(cites_lube_oil(&ask_lube_oil(c, "p-1").await));
 
     // Truncated and rewritten in place, as `cp` or a half-finished copy does.
-    std::fs::write(&index, b"half a file").unwrap();
-    let during = ask_lube_oil(&mut c, "p-2").await;
+    std::fs::write(index, b"half a file").unwrap();
+    let during = ask_lube_oil(c, "p-2").await;
     assert!(
         cites_lube_oil(&during),
         "the index the daemon opened should still answer: {during}"
@@ -188,7 +200,7 @@ async fn rewriting_the_index_in_place_does_not_disturb_the_running_daemon() {
         "the rewritten file should be refused on reload:\n{}",
         d.log()
     );
-    assert!(cites_lube_oil(&ask_lube_oil(&mut c, "p-3").await));
+    assert!(cites_lube_oil(&ask_lube_oil(c, "p-3").await));
     assert!(
         d.child.try_wait().unwrap().is_none(),
         "the daemon should still run:\n{}",
