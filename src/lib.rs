@@ -32,6 +32,8 @@ pub mod diagnosis;
 pub mod eval;
 pub mod eval_speed;
 pub mod grounding;
+pub mod inbox;
+pub mod journal;
 pub mod llm;
 pub mod logging;
 pub mod mqtt;

@@ -397,7 +397,9 @@ impl Outbox {
         Ok(())
     }
 
-    /// Stores a diagnosis durably (fsync) and returns its entry number. When
+    /// Writes a diagnosis and returns its entry number; it is durable once
+    /// `sync` returns, which the caller must wait for before publishing it
+    /// (one fsync covers a burst of entries: see the daemon's flush). When
     /// the undelivered diagnoses fill `max_bytes` or the disk fails, the entry
     /// is kept in memory only and `not_durable` says why: it is still
     /// delivered, and its alarm is still only acknowledged after that, so a
@@ -426,7 +428,7 @@ impl Outbox {
                     size: self.size,
                     max: self.max_bytes,
                 });
-            } else if let Err(err) = self.append(&rec, true) {
+            } else if let Err(err) = self.append(&rec, false) {
                 not_durable = Some(err);
             } else {
                 e.durable = true;
@@ -435,6 +437,14 @@ impl Outbox {
         let seq = e.seq;
         self.book.pending.insert(seq, e);
         Stored { seq, not_durable }
+    }
+
+    /// Makes every entry written so far durable.
+    pub fn sync(&mut self) -> Result<(), OutboxError> {
+        self.file.sync_data().map_err(|source| OutboxError::Io {
+            path: self.path.clone(),
+            source,
+        })
     }
 
     /// Marks a diagnosis as accepted by the broker. Not fsync'd: losing this
