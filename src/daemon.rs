@@ -574,6 +574,7 @@ impl Hub {
     }
 
     async fn intake(&mut self, p: Publish) {
+        crate::crash::injected_panic(crate::crash::Place::Hub);
         if let Some(d) = self.intake_delay {
             tokio::time::sleep(d).await;
         }
@@ -760,6 +761,7 @@ async fn worker(
             }
             continue;
         };
+        crate::crash::injected_panic(crate::crash::Place::Worker);
         tracing::info!(
             alarm_id = %job.primary().id,
             equipment = %job.primary().equipment,

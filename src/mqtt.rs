@@ -198,6 +198,7 @@ pub async fn run_poller(
                 })
             }
             Ok(Event::Incoming(Packet::Publish(p))) => {
+                crate::crash::injected_panic(crate::crash::Place::Poller);
                 if p.qos == QoS::AtMostOnce {
                     // Wait for room instead of dropping: meanwhile the socket
                     // and the broker hold the rest (TCP backpressure). The hub
