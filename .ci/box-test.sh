@@ -3,7 +3,8 @@
 # under systemd-nspawn, installs tidewatch with deploy/install.sh exactly as on the
 # board, and proves the things that only show up under a real init: Type=notify
 # readiness, an alarm in and a diagnosis out over MQTT, structured journald fields,
-# and a watchdog kill + restart of a hung daemon. Needs root.
+# a watchdog kill + restart of a hung daemon, and a restart after an abort (what a
+# panic ends in). Needs root.
 #
 #   .ci/box-test.sh BINARY MODEL
 #
@@ -18,7 +19,7 @@
 #   BOX_STANDIN=1                       BINARY is .ci/box-standin.sh (debugging the box)
 set -Eeuo pipefail
 
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
 if [ $# -ne 2 ] || [ "$1" = -h ] || [ "$1" = --help ]; then
     usage
     [ $# -eq 2 ] && exit 0
@@ -302,6 +303,27 @@ wait_for 120 "systemd to kill the hung daemon and restart it" restarted
 box journalctl -u tidewatch --no-pager -o cat >"$work/unit.log"
 grep -q 'Watchdog timeout' "$work/unit.log" ||
     fail "service restarted, but not because of the watchdog: $(grep -m3 -iE 'fail|exit' "$work/unit.log")"
+say "   restarted: MainPID $(box systemctl show -P MainPID tidewatch), NRestarts $(box systemctl show -P NRestarts tidewatch)"
+end
+
+# ------------------------------------------------------------------ abort
+# A panic makes the daemon log it and abort() (src/crash.rs), rather than run on
+# with a dead task. The release build has no fault hooks, so the abort is sent
+# from outside; what is checked is systemd's side: a SIGABRT death restarts it.
+begin abort
+old_pid=$(box systemctl show -P MainPID tidewatch)
+old_restarts=$(box systemctl show -P NRestarts tidewatch)
+[ "$old_pid" -gt 0 ] || fail "no MainPID for tidewatch"
+# The watchdog stage's kill was a SIGABRT too: count, do not just look.
+box journalctl -u tidewatch --no-pager -o cat >"$work/unit.log"
+old_aborts=$(grep -c 'status=6/ABRT' "$work/unit.log" || true)
+say "   SIGABRT main pid $old_pid (NRestarts=$old_restarts)"
+# shellcheck disable=SC2016 # $1 is expanded by the box's sh, on purpose
+box sh -c 'kill -ABRT "$1"' sh "$old_pid"
+wait_for 120 "systemd to restart the aborted daemon" restarted
+box journalctl -u tidewatch --no-pager -o cat >"$work/unit.log"
+[ "$(grep -c 'status=6/ABRT' "$work/unit.log" || true)" -gt "$old_aborts" ] ||
+    fail "service restarted, but the journal does not show the abort: $(grep -m3 -iE 'fail|exit' "$work/unit.log")"
 say "   restarted: MainPID $(box systemctl show -P MainPID tidewatch), NRestarts $(box systemctl show -P NRestarts tidewatch)"
 end
 

@@ -802,6 +802,7 @@ impl Hub {
     /// Takes one alarm. `live`: it came on the connection that is up, so
     /// its receipt can be acknowledged.
     async fn intake(&mut self, p: Publish, live: bool) {
+        crate::crash::injected_panic(crate::crash::Place::Hub);
         if let Some(d) = self.intake_delay {
             tokio::time::sleep(d).await;
         }
@@ -1023,6 +1024,7 @@ async fn worker(
             }
             continue;
         };
+        crate::crash::injected_panic(crate::crash::Place::Worker);
         tracing::info!(
             alarm_id = %job.primary().id,
             equipment = %job.primary().equipment,

@@ -193,6 +193,9 @@ enum Read {
 }
 
 fn read(ev: Event, epoch: u64) -> Read {
+    if matches!(ev, Event::Incoming(Packet::Publish(_))) {
+        crate::crash::injected_panic(crate::crash::Place::Poller);
+    }
     match ev {
         Event::Incoming(Packet::Publish(p)) if p.qos == QoS::AtMostOnce => Read::Qos0(p),
         Event::Incoming(Packet::Publish(p)) => Read::Tell(Inbound::Alarm { publish: p, epoch }),
