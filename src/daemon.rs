@@ -960,6 +960,7 @@ impl Hub {
                 self.inbox.as_ref().map_or(0, Inbox::len).into(),
             );
             obj.insert("inbox_refused".into(), self.inbox_refused.into());
+            obj.insert("triage_backlog".into(), self.backlog.len().into());
             obj.insert("awaiting_ack".into(), self.delivery.open_alarms().into());
         }
         v

@@ -56,7 +56,9 @@ async fn a_publish_read_with_the_fin_is_answered_and_never_acked_on_the_next_con
     )
     .await;
     c.expect(&format!("{p}/status"), Duration::from_secs(30), |v| {
-        v["awaiting_ack"] == 0 && v["outbox_pending"] == 0 && v["inbox_pending"] == 0
+        v["awaiting_ack"] == 0
+            && v["outbox_pending"] == 0
+            && v["inbox_pending"].as_u64().unwrap_or(0) == 0
     })
     .await;
     assert!(
