@@ -109,16 +109,20 @@ mkdir -m 0777 "$t/board-db" "$t/shore-db"
     echo "persistence_location $t/board-db/"
     echo "log_dest stderr"
     echo "log_type all"
-    sed -e "s#^listener 1883 #listener $board_local #" \
-        -e "s#^listener 8883#listener $board_tls 127.0.0.1#" \
-        -e "s#/etc/mosquitto/certs/#$t/#" \
-        -e "s#/etc/mosquitto/tidewatch.acl#$here/tidewatch.acl#" \
-        -e "s#/etc/mosquitto/tidewatch.passwd#$t/passwd#" \
-        "$here/tls-acl.conf"
+    # In the order mosquitto reads /etc/mosquitto/conf.d: bridge.conf,
+    # tidewatch-local.conf (local.conf), tidewatch.conf (tls-acl.conf).
     sed -e "s#^address .*#address 127.0.0.1:$shore_tls#" \
         -e "s#/etc/mosquitto/certs/#$t/#" \
         -e "s#^restart_timeout .*#restart_timeout 1 2#" \
         "$here/bridge.conf"
+    sed -e "s#^listener 1883 #listener $board_local #" \
+        -e "s#/etc/mosquitto/tidewatch.acl#$here/tidewatch.acl#" \
+        -e "s#/etc/mosquitto/tidewatch.passwd#$t/passwd#" \
+        "$here/local.conf"
+    sed -e "s#^listener 8883#listener $board_tls 127.0.0.1#" \
+        -e "s#/etc/mosquitto/certs/#$t/#" \
+        -e "s#/etc/mosquitto/tidewatch.acl#$here/tidewatch.acl#" \
+        "$here/tls-acl.conf"
 } >"$t/board.conf"
 
 cat >"$t/shore.acl" <<'EOF'
@@ -215,7 +219,7 @@ fi
 ok
 
 # ------------------------------------------------------------ logins
-step="anonymous clients are refused on the loopback listener"
+step="anonymous clients and a wrong password are refused on the loopback listener"
 # Any local user could otherwise read every alarm and take tidewatch's session.
 for tool in mosquitto_sub mosquitto_pub; do
     args=(-t tidewatch/alarm/main-engine)
@@ -225,6 +229,10 @@ for tool in mosquitto_sub mosquitto_pub; do
     fi
     grep -q 'not authorised' "$t/anon" || fail "anonymous $tool failed for another reason: $(cat "$t/anon")"
 done
+if mosquitto_sub -h 127.0.0.1 -p "$board_local" -u tidewatch -P not-the-password -t 'tidewatch/#' -E >"$t/anon" 2>&1; then
+    fail "tidewatch's login was let in with a wrong password"
+fi
+grep -q 'not authorised' "$t/anon" || fail "a wrong password failed for another reason: $(cat "$t/anon")"
 ok
 
 # hijack_step WHO OPTIONS...: tidewatch's persistent session holds a QoS 1 alarm
