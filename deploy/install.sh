@@ -289,6 +289,9 @@ broker_restart=0 broker_reload=0
 if [ "$broker" -eq 1 ]; then
     outer_changed=$changed
     changed=0
+    # Kept until mosquitto has restarted with the new file, to put back if it
+    # cannot: a broker that is down takes the sensors with it.
+    local_conf_before=$(cat "$MOSQ_LOCAL_CONF" 2>/dev/null) || local_conf_before=''
     install_if_changed "$here/mosquitto/local.conf" "$MOSQ_LOCAL_CONF" 0644
     broker_restart=$changed
     changed=$outer_changed
@@ -318,8 +321,15 @@ if [ "$broker" -eq 1 ]; then
         if [ "$broker_restart" -eq 1 ]; then
             # A listener's settings are read only at start.
             say "restarting mosquitto ($MOSQ_LOCAL_CONF changed)"
-            systemctl restart mosquitto.service ||
-                die "mosquitto did not restart with $MOSQ_LOCAL_CONF: see journalctl -u mosquitto and /var/log/mosquitto/"
+            if ! systemctl restart mosquitto.service; then
+                if [ -n "$local_conf_before" ]; then
+                    printf '%s\n' "$local_conf_before" >"$MOSQ_LOCAL_CONF"
+                else
+                    rm -f "$MOSQ_LOCAL_CONF"
+                fi
+                systemctl restart mosquitto.service || true
+                die "mosquitto did not start with $MOSQ_LOCAL_CONF, so it was put back as it was (another file in $MOSQ_DIR/conf.d with a listener on 1883? see /var/log/mosquitto/mosquitto.log; --no-broker leaves mosquitto alone)"
+            fi
         elif systemctl is-active --quiet mosquitto.service; then
             # SIGHUP re-reads the password file and the ACL and keeps every
             # connection. Sent here: Debian's ExecReload wants /bin/kill (procps),
