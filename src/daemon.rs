@@ -570,7 +570,7 @@ impl Hub {
             match parsed {
                 Ok(a) => {
                     again += 1;
-                    self.offer(a, h.key);
+                    self.offer(a, h.key, true);
                 }
                 Err(reason) => {
                     // Only a config change (a new topic prefix or a lower
@@ -842,29 +842,25 @@ impl Hub {
         match journal {
             Some(Ok(())) => {
                 self.unsynced.push(key);
-                self.offer(a, key);
+                self.offer(a, key, true);
             }
-            refused => {
-                // Past the inbox's disk budget (or on a failing disk) the
-                // alarm is answered at once from retrieval, so its ack, which
-                // now waits for that answer's delivery, comes quickly and
-                // the broker's window keeps moving.
-                if let Some(Err(e)) = refused {
-                    self.inbox_refused += 1;
-                    if self.inbox_refused.is_power_of_two() {
-                        tracing::warn!(error = %e, refused = self.inbox_refused, "inbox cannot take the alarm; it is triaged at once and acknowledged once that answer is on disk");
-                    }
-                    let d = self.s.pipeline.triage(&a);
-                    return self.finish(vec![(a, key)], d, None);
+            Some(Err(e)) => {
+                self.inbox_refused += 1;
+                if self.inbox_refused.is_power_of_two() {
+                    tracing::warn!(error = %e, refused = self.inbox_refused, "inbox cannot take the alarm; unless it outranks a queued one it is triaged at once, and it is acknowledged once its answer is on disk");
                 }
-                self.offer(a, key);
+                self.offer(a, key, false);
             }
+            None => self.offer(a, key, false),
         }
     }
 
-    /// Queues an alarm for the model, or answers it (or the one it displaces)
-    /// at once from retrieval when the queue is full.
-    fn offer(&mut self, a: Alarm, key: Key) {
+    /// Queues an alarm for the model, or passes it (or the job it displaces)
+    /// to triage when the queue is full. `journaled`: it is on disk, so its
+    /// triage can wait for a pause in the input; one that is not (the inbox
+    /// was full) holds a slot of the broker's window until its answer is on
+    /// disk, so it is triaged at once.
+    fn offer(&mut self, a: Alarm, key: Key, journaled: bool) {
         let offer = {
             let mut q = self.s.queue();
             let o = q.offer(a, key, self.s.now_ms());
@@ -884,7 +880,11 @@ impl Hub {
                     .merged
                     .fetch_add(1, Ordering::Relaxed);
             }
-            Offer::Triage(a, k) => self.backlog.push_back(vec![(a, k)]),
+            Offer::Triage(a, k) if journaled => self.backlog.push_back(vec![(a, k)]),
+            Offer::Triage(a, k) => {
+                let d = self.s.pipeline.triage(&a);
+                self.finish(vec![(a, k)], d, None);
+            }
             Offer::Evicted(job) => {
                 self.s.work.notify_one();
                 self.backlog.push_back(job.alarms);
