@@ -206,9 +206,13 @@ impl CutAfterPublish {
                             let cut = target.is_some() && !s2.lock().unwrap().cut;
                             if cut {
                                 s2.lock().unwrap().cut = true;
-                                // The publish and the FIN in one go.
+                                // The publish and the FIN in one segment
+                                // (corked), so the client's read that finds
+                                // the publish finds the end right behind it.
+                                cork(&cw, true);
                                 let _ = cw.write_all(&p).await;
                                 let _ = cw.shutdown().await;
+                                cork(&cw, false);
                                 return;
                             }
                             if cw.write_all(&p).await.is_err() {
@@ -236,4 +240,22 @@ impl CutAfterPublish {
     pub fn stray_acks(&self) -> Vec<String> {
         self.state.lock().unwrap().stray_acks.clone()
     }
+}
+
+/// TCP_CORK on a socket: hold partial segments until uncorked or closed.
+fn cork(w: &tokio::net::tcp::OwnedWriteHalf, on: bool) {
+    use std::os::fd::AsRawFd;
+    let fd = w.as_ref().as_raw_fd();
+    let v: nix::libc::c_int = on.into();
+    // SAFETY: a valid socket fd and a c_int option value of the right size.
+    let r = unsafe {
+        nix::libc::setsockopt(
+            fd,
+            nix::libc::IPPROTO_TCP,
+            nix::libc::TCP_CORK,
+            (&v as *const nix::libc::c_int).cast(),
+            std::mem::size_of::<nix::libc::c_int>() as nix::libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0, "setsockopt TCP_CORK");
 }
