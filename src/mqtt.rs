@@ -172,12 +172,19 @@ pub fn connect_hint(error: &str) -> Option<&'static str> {
 
 /// Owns `eventloop.poll()`. `turned` is stamped (ms since `epoch`) after every
 /// poll so the systemd watchdog can tell a stuck loop from a quiet one.
+///
+/// It ends once it has written a DISCONNECT, or on `stop`. Not on the
+/// daemon's cancel: the offline status and the DISCONNECT that shutdown
+/// queues are written by this loop, and a connection closed without them
+/// makes the broker publish the last will instead. Nor when the daemon's
+/// receivers are gone (the serving loop ends before shutdown queues them):
+/// what arrives then is left to the broker, which redelivers it.
 pub async fn run_poller(
     mut eventloop: EventLoop,
     tx: PollerTx,
     turned: Arc<AtomicU64>,
     epoch: std::time::Instant,
-    cancel: CancellationToken,
+    stop: CancellationToken,
 ) {
     let mut failures = 0u32;
     // "lost" only for a session that was up; a broker that never accepted us
@@ -185,7 +192,7 @@ pub async fn run_poller(
     let mut connected = false;
     loop {
         let ev = tokio::select! {
-            _ = cancel.cancelled() => return,
+            _ = stop.cancelled() => return,
             ev = eventloop.poll() => ev,
         };
         turned.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
@@ -203,14 +210,16 @@ pub async fn run_poller(
                     // and the broker hold the rest (TCP backpressure). The hub
                     // never waits on the client, so this cannot deadlock.
                     tokio::select! {
-                        _ = cancel.cancelled() => return,
-                        sent = tx.qos0.send(p) => if sent.is_err() { return },
+                        _ = stop.cancelled() => return,
+                        _ = tx.qos0.send(p) => {}
                     }
                     None
                 } else {
                     Some(Inbound::Alarm(p))
                 }
             }
+            // rumqttc reports it once the packet is flushed to the socket.
+            Ok(Event::Outgoing(Outgoing::Disconnect)) => return,
             Ok(Event::Outgoing(Outgoing::Publish(pkid))) if pkid != 0 => Some(Inbound::Sent(pkid)),
             Ok(Event::Outgoing(Outgoing::AwaitAck(pkid))) => {
                 // rumqttc holds back every request until this id is acked.
@@ -237,7 +246,7 @@ pub async fn run_poller(
                     tracing::warn!(error = %text, retry_in_ms, hint, "mqtt cannot connect");
                 }
                 tokio::select! {
-                    _ = cancel.cancelled() => return,
+                    _ = stop.cancelled() => return,
                     _ = tokio::time::sleep(d) => {}
                 }
                 turned.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
@@ -245,9 +254,7 @@ pub async fn run_poller(
             }
         };
         if let Some(m) = msg {
-            if tx.events.send(m).is_err() {
-                return;
-            }
+            let _ = tx.events.send(m);
         }
     }
 }

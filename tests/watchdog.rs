@@ -222,12 +222,34 @@ async fn notifications_arrive_ready_then_status_then_stopping() {
         ready < status_after && status_after < stopping,
         "order: {got:?}"
     );
-    let off = c
-        .expect("notify/status", Duration::from_secs(10), |v| {
-            v["state"] == "offline"
-        })
+    // Issue L item 7: the daemon's own offline status (it has a `ts`), not
+    // the broker's last will (`{"state":"offline"}`), which a clean
+    // DISCONNECT cancels.
+    let mut offline = Vec::new();
+    let quiet_until = tokio::time::Instant::now() + Duration::from_secs(3);
+    while let Ok(Some((t, p))) = tokio::time::timeout_at(quiet_until, c.rx.recv()).await {
+        if t == "notify/status" {
+            let v: serde_json::Value = serde_json::from_slice(&p).unwrap();
+            if v["state"] == "offline" {
+                offline.push(v);
+            }
+        }
+    }
+    assert!(
+        offline.len() == 1 && offline[0]["ts"].is_string(),
+        "want exactly one offline status, the daemon's own with a ts, and no last will: {offline:?}\n{}",
+        d.log()
+    );
+    // What a client connecting later is told: the retained status is still
+    // the daemon's own.
+    let mut later = Client::connect(broker.port, "notify", "notify-later").await;
+    let retained = later
+        .expect("notify/status", Duration::from_secs(10), |_| true)
         .await;
-    assert_eq!(off["state"], "offline");
+    assert!(
+        retained["state"] == "offline" && retained["ts"].is_string(),
+        "retained status after a clean stop: {retained}"
+    );
 }
 
 #[test]
