@@ -222,7 +222,7 @@ pub async fn run(
     let (client, eventloop) = AsyncClient::new(mqtt_options, mqtt::CLIENT_QUEUE);
     let tracker = TaskTracker::new();
     let mqtt_turned = Arc::new(AtomicU64::new(0));
-    let (events, qos0) = connect(&tracker, eventloop, &shared, &mqtt_turned, &cancel);
+    let (events, qos0, poller) = connect(&tracker, eventloop, &shared, &mqtt_turned);
     let (done_tx, done_rx) = mpsc::unbounded_channel();
     let workers = spawn(
         &tracker,
@@ -245,7 +245,7 @@ pub async fn run(
     let mut hub = Hub::new(shared, client, outbox, inbox, notifier.clone());
     hub.replay();
     hub.serve(events, qos0, done_rx, &cancel).await;
-    shutdown(hub, tracker, workers, hard).await;
+    shutdown(hub, tracker, workers, poller, hard).await;
     Ok(())
 }
 
@@ -306,7 +306,24 @@ fn open_inbox(cfg: &Config) -> Option<Inbox> {
     }
 }
 
-type Events = (mpsc::UnboundedReceiver<Inbound>, mpsc::Receiver<Publish>);
+type Events = (
+    mpsc::UnboundedReceiver<Inbound>,
+    mpsc::Receiver<Publish>,
+    Poller,
+);
+
+/// The task that owns the MQTT event loop, for shutdown.
+struct Poller {
+    /// Its own token, not the daemon's cancel: it must outlive the cancel
+    /// until the offline status and the DISCONNECT are on the wire.
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// How long shutdown waits for the broker to take the offline status and the
+/// DISCONNECT: a broker that is gone must not hold up a stop or a restart
+/// (its last will then says offline).
+const DISCONNECT_WAIT: Duration = Duration::from_secs(2);
 
 /// Starts the task that owns the MQTT event loop.
 fn connect(
@@ -314,11 +331,11 @@ fn connect(
     eventloop: EventLoop,
     shared: &Shared,
     turned: &Arc<AtomicU64>,
-    cancel: &CancellationToken,
 ) -> Events {
     let (events_tx, events) = mpsc::unbounded_channel();
     let (qos0_tx, qos0) = mpsc::channel(1024);
-    tracker.spawn(mqtt::run_poller(
+    let stop = CancellationToken::new();
+    let task = tracker.spawn(mqtt::run_poller(
         eventloop,
         PollerTx {
             events: events_tx,
@@ -326,9 +343,9 @@ fn connect(
         },
         turned.clone(),
         shared.epoch,
-        cancel.clone(),
+        stop.clone(),
     ));
-    (events, qos0)
+    (events, qos0, Poller { stop, task })
 }
 
 /// Starts one worker per slot and the systemd watchdog. Workers hand their
@@ -370,21 +387,32 @@ async fn shutdown(
     hub: Hub,
     tracker: TaskTracker,
     workers: Vec<tokio::task::JoinHandle<Slot>>,
+    mut poller: Poller,
     hard: Duration,
 ) {
     hub.notifier.stopping();
-    tracing::info!("shutting down; unfinished alarms stay unacknowledged for redelivery");
+    tracing::info!("shutting down; alarms not yet answered stay in the inbox (or unacknowledged) for the next start");
     let offline = serde_json::json!({"state": "offline", "ts": crate::diagnosis::now_rfc3339()});
-    let _ = mqtt::publish_info(
+    let queued = mqtt::publish_info(
         &hub.client,
         hub.topics.status(),
         offline.to_string().into_bytes(),
         true,
-    );
-    let _ = hub.client.try_disconnect();
+    )
+    .and_then(|()| hub.client.try_disconnect());
+    // The poller writes both, in order, and ends on the DISCONNECT; without a
+    // connection there is nothing to wait for.
+    if queued.is_ok() && hub.delivery.is_connected() {
+        match tokio::time::timeout(DISCONNECT_WAIT, &mut poller.task).await {
+            Ok(_) => tracing::info!("offline status published; disconnected from the broker"),
+            Err(_) => tracing::warn!(
+                wait_s = DISCONNECT_WAIT.as_secs(),
+                "the broker did not take the disconnect in time; its last will says offline"
+            ),
+        }
+    }
+    poller.stop.cancel();
     tracker.close();
-    // The poller exits on cancel; give the disconnect a moment to flush first.
-    tokio::time::sleep(Duration::from_millis(200)).await;
     tracker.wait().await;
     let mut slots = Vec::new();
     for w in workers {

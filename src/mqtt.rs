@@ -189,6 +189,9 @@ pub fn connect_hint(error: &str) -> Option<&'static str> {
 enum Read {
     Tell(Inbound),
     Qos0(Publish),
+    /// The DISCONNECT that shutdown queued is on the wire: the poller's work
+    /// is done.
+    Disconnected,
     Nothing,
 }
 
@@ -199,6 +202,8 @@ fn read(ev: Event, epoch: u64) -> Read {
     match ev {
         Event::Incoming(Packet::Publish(p)) if p.qos == QoS::AtMostOnce => Read::Qos0(p),
         Event::Incoming(Packet::Publish(p)) => Read::Tell(Inbound::Alarm { publish: p, epoch }),
+        // rumqttc reports it once the packet is flushed to the socket.
+        Event::Outgoing(Outgoing::Disconnect) => Read::Disconnected,
         Event::Outgoing(Outgoing::Publish(pkid)) if pkid != 0 => Read::Tell(Inbound::Sent(pkid)),
         Event::Outgoing(Outgoing::AwaitAck(pkid)) => {
             // rumqttc holds back every request until this id is acked.
@@ -211,29 +216,41 @@ fn read(ev: Event, epoch: u64) -> Read {
     }
 }
 
-/// Passes one event on. Returns false when the daemon is gone or cancelled.
-async fn forward(r: Read, tx: &PollerTx, cancel: &CancellationToken) -> bool {
+/// Passes one event on. Returns false when the poller should end: stopped,
+/// or its DISCONNECT written. A daemon that no longer listens (the serving
+/// loop ends before shutdown queues the DISCONNECT) does not end it: what
+/// arrives then is left to the broker, which redelivers it.
+async fn forward(r: Read, tx: &PollerTx, stop: &CancellationToken) -> bool {
     match r {
-        Read::Tell(m) => tx.events.send(m).is_ok(),
+        Read::Tell(m) => {
+            let _ = tx.events.send(m);
+            true
+        }
         // Wait for room instead of dropping: meanwhile the socket and the
         // broker hold the rest (TCP backpressure). The hub never waits on
         // the client, so this cannot deadlock.
         Read::Qos0(p) => tokio::select! {
-            _ = cancel.cancelled() => false,
-            sent = tx.qos0.send(p) => sent.is_ok(),
+            _ = stop.cancelled() => false,
+            _ = tx.qos0.send(p) => true,
         },
+        Read::Disconnected => false,
         Read::Nothing => true,
     }
 }
 
 /// Owns `eventloop.poll()`. `turned` is stamped (ms since `epoch`) after every
 /// poll so the systemd watchdog can tell a stuck loop from a quiet one.
+///
+/// It ends once it has written a DISCONNECT, or on `stop`. Not on the
+/// daemon's cancel: the offline status and the DISCONNECT that shutdown
+/// queues are written by this loop, and a connection closed without them
+/// makes the broker publish the last will instead.
 pub async fn run_poller(
     mut eventloop: EventLoop,
     tx: PollerTx,
     turned: Arc<AtomicU64>,
     epoch: std::time::Instant,
-    cancel: CancellationToken,
+    stop: CancellationToken,
 ) {
     let mut failures = 0u32;
     // "lost" only for a session that was up; a broker that never accepted us
@@ -242,7 +259,7 @@ pub async fn run_poller(
     let mut conn = 0u64;
     loop {
         let ev = tokio::select! {
-            _ = cancel.cancelled() => return,
+            _ = stop.cancelled() => return,
             ev = eventloop.poll() => ev,
         };
         turned.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
@@ -255,13 +272,11 @@ pub async fn run_poller(
                     session_present: ack.session_present,
                     epoch: conn,
                 };
-                if tx.events.send(m).is_err() {
-                    return;
-                }
+                let _ = tx.events.send(m);
                 continue;
             }
             Ok(ev) => {
-                if !forward(read(ev, conn), &tx, &cancel).await {
+                if !forward(read(ev, conn), &tx, &stop).await {
                     return;
                 }
                 continue;
@@ -272,7 +287,7 @@ pub async fn run_poller(
         // handed out after the reconnect as if it came on the new
         // connection: pass it on now, under the connection it came on.
         for ev in std::mem::take(&mut eventloop.state.events) {
-            if !forward(read(ev, conn), &tx, &cancel).await {
+            if !forward(read(ev, conn), &tx, &stop).await {
                 return;
             }
         }
@@ -295,7 +310,7 @@ pub async fn run_poller(
             tracing::warn!(error = %text, retry_in_ms, hint, "mqtt cannot connect");
         }
         tokio::select! {
-            _ = cancel.cancelled() => return,
+            _ = stop.cancelled() => return,
             _ = async { tokio::join!(tokio::time::sleep(d), hub_saw_it) } => {}
         }
         // Acks the hub queued before it saw the loss: `clean` drops queued

@@ -130,11 +130,11 @@ impl Pipeline {
         let (user, used) =
             prompt::user_turn(alarm, &hits, budget, llm.passage_items as usize, &count);
         let used: Vec<Hit> = used.into_iter().cloned().collect();
-        let text = match self.model.render(prompt::SYSTEM_PROMPT, &user, fallback) {
-            Ok(t) => t,
+        let text = match self.model.prompt(&user, fallback) {
+            Ok(p) => p,
             Err(e) => {
                 tracing::warn!(error = %e, "template failed; using the family template");
-                self.model.family().render(prompt::SYSTEM_PROMPT, &user)
+                self.model.family().prompt(prompt::SYSTEM_PROMPT, &user)
             }
         };
         let max_tokens = if fallback {

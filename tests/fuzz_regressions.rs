@@ -10,14 +10,23 @@ use std::path::{Path, PathBuf};
 
 use tidewatch::retrieval::{index, knowledge};
 
+/// Every target's saved inputs. A folder that is missing or empty fails the
+/// test: otherwise a renamed target or a lost folder replays nothing and
+/// passes (issue L item 8).
 fn regressions(target: &str) -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fuzz/regressions")
         .join(target);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map(|rd| rd.map(|e| e.unwrap().path()).collect())
-        .unwrap_or_default();
+        .unwrap_or_else(|e| panic!("fuzz regressions folder {}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
     files.sort();
+    assert!(
+        !files.is_empty(),
+        "fuzz regressions folder {} holds no input to replay",
+        dir.display()
+    );
     files
 }
 
@@ -37,6 +46,18 @@ fn alarm_input(topic: &str, payload: &str) -> Vec<u8> {
 
 #[test]
 fn saved_fuzz_crashes_stay_fixed() {
+    let replayed = ["alarm", "index"];
+    let mut targets: Vec<String> =
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz/fuzz_targets"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter_map(|p| Some(p.file_stem()?.to_string_lossy().into_owned()))
+            .collect();
+    targets.sort();
+    assert_eq!(
+        targets, replayed,
+        "every fuzz target's regressions are replayed here"
+    );
     for (target, run) in [("alarm", fuzz::alarm as fn(&[u8])), ("index", fuzz::index)] {
         for f in regressions(target) {
             eprintln!("replaying {}", f.display());

@@ -222,12 +222,34 @@ async fn notifications_arrive_ready_then_status_then_stopping() {
         ready < status_after && status_after < stopping,
         "order: {got:?}"
     );
-    let off = c
-        .expect("notify/status", Duration::from_secs(10), |v| {
-            v["state"] == "offline"
-        })
+    // Issue L item 7: the daemon's own offline status (it has a `ts`), not
+    // the broker's last will (`{"state":"offline"}`), which a clean
+    // DISCONNECT cancels.
+    let mut offline = Vec::new();
+    let quiet_until = tokio::time::Instant::now() + Duration::from_secs(3);
+    while let Ok(Some((t, p))) = tokio::time::timeout_at(quiet_until, c.rx.recv()).await {
+        if t == "notify/status" {
+            let v: serde_json::Value = serde_json::from_slice(&p).unwrap();
+            if v["state"] == "offline" {
+                offline.push(v);
+            }
+        }
+    }
+    assert!(
+        offline.len() == 1 && offline[0]["ts"].is_string(),
+        "want exactly one offline status, the daemon's own with a ts, and no last will: {offline:?}\n{}",
+        d.log()
+    );
+    // What a client connecting later is told: the retained status is still
+    // the daemon's own.
+    let mut later = Client::connect(broker.port, "notify", "notify-later").await;
+    let retained = later
+        .expect("notify/status", Duration::from_secs(10), |_| true)
         .await;
-    assert_eq!(off["state"], "offline");
+    assert!(
+        retained["state"] == "offline" && retained["ts"].is_string(),
+        "retained status after a clean stop: {retained}"
+    );
 }
 
 #[test]
@@ -322,14 +344,15 @@ async fn alarm_after_a_slot_restart_with_the_same_equipment_and_code_is_answered
 
 /// Issue I, from a code read: SIGTERM during a decode exited with the slot
 /// thread still inside llama_decode (racing llama.cpp's teardown). The slot is
-/// now cancelled and joined first.
+/// now cancelled and joined first. Issue L item 8: the cancelled alarm stays
+/// unacknowledged, so the next start answers it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_mid_generation_cancels_and_joins_the_slot_thread_before_exit() {
     let _serial = common::serial();
     let broker = Broker::start();
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), broker.port, "term", "max_tokens = 400", "");
-    let c = Client::connect(broker.port, "term", "term-client").await;
+    let mut c = Client::connect(broker.port, "term", "term-client").await;
     let mut d = Daemon::start(&cfg, &[]);
     assert!(d.wait_log("tidewatch ready", T), "{}", d.log());
     c.publish(
@@ -363,6 +386,25 @@ async fn sigterm_mid_generation_cancels_and_joins_the_slot_thread_before_exit() 
     let stopped = log.find("slot stopped").unwrap();
     let shutting = log.find("shutting down").unwrap();
     assert!(shutting < stopped, "{log}");
+
+    let d = Daemon::start(&cfg, &[]);
+    let deadline = tokio::time::Instant::now() + T;
+    let answer = loop {
+        match tokio::time::timeout_at(deadline, c.rx.recv()).await {
+            Ok(Some((t, p))) if t == "term/diagnosis/ME1" => {
+                let v: serde_json::Value = serde_json::from_slice(&p).unwrap();
+                if v["alarm_id"] == "t-1" {
+                    break v;
+                }
+            }
+            Ok(Some(_)) => {}
+            _ => panic!(
+                "the alarm cancelled by SIGTERM got no answer within {T:?} of the restart\n{}",
+                d.log()
+            ),
+        }
+    };
+    assert_full_diagnosis_shape(&answer);
 }
 
 /// A slot thread wedged in native code cannot be joined: shutdown waits

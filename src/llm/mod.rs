@@ -10,6 +10,7 @@ pub mod grammar;
 pub mod lookup;
 pub mod prefix;
 pub mod slot;
+pub mod tokens;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,7 +22,7 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaModel};
 
 use crate::config::{LlmConfig, TemplateChoice, WatchdogConfig};
-use crate::prompt::{self, Family};
+use crate::prompt::{self, Family, Prompt};
 use crate::watchdog::{judge, Limits, Progress, Verdict};
 pub use prefix::PrefixSpec;
 pub use slot::{top_logits, GenOutput, GenRequest, SlotSettings, Step, Style, Warmed};
@@ -153,23 +154,17 @@ impl Model {
         self.family
     }
 
-    /// Token count of a text, without special tokens.
+    /// Token count of a text as data: how the passages and the alarm are
+    /// read (see `tokens`).
     pub fn count_tokens(&self, text: &str) -> usize {
-        self.model
-            .vocab()
-            .tokenize(text.as_bytes(), false, false)
-            .len()
+        tokens::data_tokens(&self.model, text).len()
     }
 
     /// The text every prompt starts with: template, system prompt and the
     /// fixed head of the user turn. Slots keep it in their KV cache.
     pub fn static_prefix(&self) -> Result<String, LlmError> {
-        const MARK: &str = "\u{1}tidewatch-user\u{1}";
-        let user = format!("{}{MARK}", prompt::USER_HEAD);
-        let text = self.render(prompt::SYSTEM_PROMPT, &user, false)?;
-        text.find(MARK)
-            .map(|i| text[..i].to_string())
-            .ok_or_else(|| LlmError::Template("the chat template drops the user text".into()))
+        self.prompt(prompt::USER_HEAD, false)
+            .map(|p| p.head().to_string())
     }
 
     /// Tokens of `static_prefix` as a slot holds them (0 when the template
@@ -177,16 +172,23 @@ impl Model {
     /// the way every daemon job starts.
     pub fn static_prefix_tokens(&self) -> usize {
         self.static_prefix()
-            .map(|p| self.prompt_tokens(&p))
+            .map(|p| tokens::head_tokens(&self.model, &p).len())
             .unwrap_or(0)
     }
 
-    /// Tokens of a rendered prompt as a slot tokenizes it (BOS, special tokens).
-    pub fn prompt_tokens(&self, text: &str) -> usize {
-        self.model
-            .vocab()
-            .tokenize(text.as_bytes(), true, true)
-            .len()
+    /// Tokens of a prompt as a slot reads it.
+    pub fn prompt_tokens(&self, p: &Prompt) -> usize {
+        tokens::prompt_tokens(&self.model, p).len()
+    }
+
+    /// The prompt for a user turn: `render` around it, the turn marked as
+    /// data. The template never sees the turn, so nothing in it can steer
+    /// the template either.
+    pub fn prompt(&self, user: &str, fallback: bool) -> Result<Prompt, LlmError> {
+        let rendered = self.render(prompt::SYSTEM_PROMPT, prompt::USER_MARK, fallback)?;
+        prompt::fill(&rendered, user).ok_or_else(|| {
+            LlmError::Template("the chat template drops or repeats the user text".into())
+        })
     }
 
     /// Renders system + user with the assistant turn opened. `fallback` forces

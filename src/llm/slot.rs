@@ -39,7 +39,7 @@ pub enum Style {
 #[derive(Debug, Clone)]
 pub struct GenRequest {
     /// The rendered prompt, ending where the assistant's answer starts.
-    pub prompt: String,
+    pub prompt: crate::prompt::Prompt,
     pub n_passages: usize,
     pub max_tokens: u32,
     pub style: Style,
@@ -543,7 +543,7 @@ impl<'m> SlotState<'m> {
     /// removed and recomputed.
     pub(crate) fn warm(&mut self, spec: &PrefixSpec, slot: usize) -> Warmed {
         let t0 = Instant::now();
-        let tokens = self.tokenize(&spec.text, true);
+        let tokens = super::tokens::head_tokens(self.model, &spec.text);
         if tokens.is_empty() || tokens.len() + 1 >= self.n_ctx {
             return Warmed::Failed;
         }
@@ -824,7 +824,7 @@ impl<'m> SlotState<'m> {
         self.ctx.synchronize();
         self.ctx.reset_timings();
         let t0 = Instant::now();
-        let bos = self.tokenize(&req.prompt, true);
+        let bos = super::tokens::prompt_tokens(self.model, &req.prompt);
         let prompt_tokens = bos.len() as u32;
         let mut out = GenOutput {
             prompt_tokens,
