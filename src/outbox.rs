@@ -12,7 +12,14 @@
 //! loses that record only; damage with nothing valid after it is a torn tail
 //! (power lost mid-write) and is cut off. The file is compacted when it would
 //! outgrow `outbox.max_bytes` and whenever nothing is undelivered; delivered
-//! answers never take the room new diagnoses need.
+//! answers never take the room new diagnoses need (at most a quarter of it).
+//!
+//! A bad disk (full, read-only, failing) never makes the outbox fail to open
+//! or lose what it holds: what can be read is delivered, new diagnoses are
+//! kept in memory and reported not durable with the reason, and each store
+//! first tries a rewrite into a fresh file. A store is reported durable only
+//! once it is fsync'd into the file at the outbox's path and that file's
+//! rename is fsync'd into the directory. The file is created 0600.
 //!
 //! `Book` is the bookkeeping (what is pending, what was delivered, what a
 //! compaction keeps), pure and unit-tested; `Outbox` adds the file I/O.
@@ -1214,6 +1221,23 @@ pub(crate) mod tests {
         drop(ob);
         let (ob, _) = open(d.path(), 1 << 20);
         assert_eq!(pending_ids(&ob), vec!["a1", "a2"]);
+    }
+
+    #[test]
+    fn the_book_remembers_the_newest_delivered_keys_up_to_its_bound_and_compacts_to_them() {
+        let mut b = Book::new(3);
+        for i in 1..=5 {
+            b.apply(Rec::Answered { key: key(i) });
+        }
+        let kept: Vec<Key> = b.delivered_order.iter().copied().collect();
+        assert_eq!(kept, vec![key(3), key(4), key(5)]);
+        assert!(!b.delivered.contains(&key(1)));
+        let answered = b
+            .compacted()
+            .into_iter()
+            .filter(|r| matches!(r, Rec::Answered { .. }))
+            .count();
+        assert_eq!(answered, 3);
     }
 
     #[test]
