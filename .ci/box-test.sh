@@ -3,7 +3,8 @@
 # under systemd-nspawn, installs tidewatch with deploy/install.sh exactly as on the
 # board, and proves the things that only show up under a real init: Type=notify
 # readiness, an alarm in and a diagnosis out over MQTT, structured journald fields,
-# and a watchdog kill + restart of a hung daemon. Needs root.
+# a watchdog kill + restart of a hung daemon, and a restart after an abort (what a
+# panic ends in). Needs root.
 #
 #   .ci/box-test.sh BINARY MODEL
 #
@@ -18,7 +19,7 @@
 #   BOX_STANDIN=1                       BINARY is .ci/box-standin.sh (debugging the box)
 set -Eeuo pipefail
 
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
 if [ $# -ne 2 ] || [ "$1" = -h ] || [ "$1" = --help ]; then
     usage
     [ $# -eq 2 ] && exit 0
@@ -236,17 +237,61 @@ box runuser -u tidewatch -- test -r "/var/lib/tidewatch/models/$model_name" ||
     fail "user tidewatch cannot read the installed model"
 end
 
+# ------------------------------------------------------------------ broker login
+# install.sh set up the box's mosquitto as on a board (issue L item 5): nobody gets
+# in anonymously, and the daemon logs in with the password install.sh generated
+# and wrote to its config; the login is also its client id, so no other login
+# can take its session. send_alarm below logs in as a sensor and an operator.
+begin broker-login
+toml=/etc/tidewatch/tidewatch.toml
+passwd=/etc/mosquitto/tidewatch.passwd
+[ "$(box stat -c '%U:%G %a' "$toml")" = "root:tidewatch 640" ] ||
+    fail "$toml holds the broker password but is $(box stat -c '%U:%G %a' "$toml")"
+box grep -qxE 'username = "tidewatch"' "$toml" || fail "install.sh wrote no [mqtt] username to $toml"
+box grep -qxE 'password = "[0-9a-f]{32}"' "$toml" || fail "install.sh wrote no generated [mqtt] password to $toml"
+[ "$(box stat -c '%U:%G %a' "$passwd")" = "root:mosquitto 640" ] ||
+    fail "$passwd is $(box stat -c '%U:%G %a' "$passwd"), not root:mosquitto 640"
+box grep -q '^tidewatch:' "$passwd" || fail "install.sh put no tidewatch user into $passwd"
+if box mosquitto_sub -h 127.0.0.1 -t 'tidewatch/#' -E >"$work/anon.log" 2>&1; then
+    fail "an anonymous client got into the box's broker"
+fi
+grep -q 'not authorised' "$work/anon.log" || fail "the anonymous client failed for another reason: $(cat "$work/anon.log")"
+# The daemon is ready, so it is connected: as user tidewatch, under that id.
+box grep -qE "as tidewatch \(.*u'tidewatch'\)" /var/log/mosquitto/mosquitto.log ||
+    fail "mosquitto's log shows no client 'tidewatch' logged in as tidewatch: $(box tail -5 /var/log/mosquitto/mosquitto.log)"
+box_pw=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+for u in sensor-main-engine operator; do
+    printf '%s\n%s\n' "$box_pw" "$box_pw" | box mosquitto_passwd "$passwd" "$u" >/dev/null
+done
+box systemctl kill --kill-who=main -s HUP mosquitto
+pub_login=(-u sensor-main-engine -P "$box_pw")
+sub_login=(-u operator -P "$box_pw")
+wait_for 10 "mosquitto to take the operator login" box mosquitto_sub -h 127.0.0.1 "${sub_login[@]}" -t tidewatch/status -E
+# Idempotence of the broker part: a further run changes neither file and
+# restarts neither service.
+sums() { box sha256sum "$toml" "$passwd" /etc/mosquitto/conf.d/tidewatch-local.conf; }
+before=$(sums)
+mosq_pid=$(box systemctl show -P MainPID mosquitto)
+tw_pid=$(box systemctl show -P MainPID tidewatch)
+box /opt/tw/deploy/install.sh --binary /opt/tw/tidewatch --model "/opt/tw/models/$model_name" \
+    --knowledge /opt/tw/knowledge2 >"$work/install4.log" 2>&1 ||
+    fail "install.sh run after the broker setup failed: $(cat "$work/install4.log")"
+[ "$(sums)" = "$before" ] || fail "a further install.sh run changed the broker login files: $(cat "$work/install4.log")"
+[ "$(box systemctl show -P MainPID mosquitto)" = "$mosq_pid" ] || fail "a further install.sh run restarted mosquitto"
+[ "$(box systemctl show -P MainPID tidewatch)" = "$tw_pid" ] || fail "a further install.sh run restarted tidewatch"
+end
+
 # ------------------------------------------------------------------ alarm
 # send_alarm ID OUTFILE: publish one alarm and wait for the diagnosis of that alarm.
 send_alarm() {
     local id=$1 out=$2 sub
-    box mosquitto_sub -h 127.0.0.1 -q 1 -t 'tidewatch/diagnosis/#' -C 1 -W "$timeout" >"$out" 2>"$out.err" &
+    box mosquitto_sub -h 127.0.0.1 "${sub_login[@]}" -q 1 -t 'tidewatch/diagnosis/#' -C 1 -W "$timeout" >"$out" 2>"$out.err" &
     sub=$!
     # The diagnosis is not retained: the subscription must exist before the alarm.
     sleep 1
     local ts
     ts=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-    box mosquitto_pub -h 127.0.0.1 -q 1 -t tidewatch/alarm/main-engine -m \
+    box mosquitto_pub -h 127.0.0.1 "${pub_login[@]}" -q 1 -t tidewatch/alarm/main-engine -m \
         "{\"id\":\"$id\",\"ts\":\"$ts\",\"equipment\":\"main-engine\",\"code\":\"ME-LO-PRES-LO\",\"severity\":\"major\",\"kind\":\"main_engine_lube_oil\",\"value\":1.1,\"unit\":\"bar\",\"threshold\":2.0,\"message\":\"main engine lube oil pressure low\"}" ||
         fail "mosquitto_pub of alarm $id failed"
     wait "$sub" || fail "no diagnosis for alarm $id within ${timeout}s ($(cat "$out.err"))"
@@ -305,6 +350,27 @@ grep -q 'Watchdog timeout' "$work/unit.log" ||
 say "   restarted: MainPID $(box systemctl show -P MainPID tidewatch), NRestarts $(box systemctl show -P NRestarts tidewatch)"
 end
 
+# ------------------------------------------------------------------ abort
+# A panic makes the daemon log it and abort() (src/crash.rs), rather than run on
+# with a dead task. The release build has no fault hooks, so the abort is sent
+# from outside; what is checked is systemd's side: a SIGABRT death restarts it.
+begin abort
+old_pid=$(box systemctl show -P MainPID tidewatch)
+old_restarts=$(box systemctl show -P NRestarts tidewatch)
+[ "$old_pid" -gt 0 ] || fail "no MainPID for tidewatch"
+# The watchdog stage's kill was a SIGABRT too: count, do not just look.
+box journalctl -u tidewatch --no-pager -o cat >"$work/unit.log"
+old_aborts=$(grep -c 'status=6/ABRT' "$work/unit.log" || true)
+say "   SIGABRT main pid $old_pid (NRestarts=$old_restarts)"
+# shellcheck disable=SC2016 # $1 is expanded by the box's sh, on purpose
+box sh -c 'kill -ABRT "$1"' sh "$old_pid"
+wait_for 120 "systemd to restart the aborted daemon" restarted
+box journalctl -u tidewatch --no-pager -o cat >"$work/unit.log"
+[ "$(grep -c 'status=6/ABRT' "$work/unit.log" || true)" -gt "$old_aborts" ] ||
+    fail "service restarted, but the journal does not show the abort: $(grep -m3 -iE 'fail|exit' "$work/unit.log")"
+say "   restarted: MainPID $(box systemctl show -P MainPID tidewatch), NRestarts $(box systemctl show -P NRestarts tidewatch)"
+end
+
 begin alarm-after-restart
 send_alarm "box-$$-2" "$work/diag2.json"
 end
@@ -313,6 +379,7 @@ end
 begin uninstall
 box /opt/tw/deploy/install.sh --uninstall --purge >/dev/null || fail "install.sh --uninstall --purge failed"
 if box getent passwd tidewatch >/dev/null; then fail "user tidewatch still exists after --purge"; fi
+if box grep -q '^tidewatch:' /etc/mosquitto/tidewatch.passwd; then fail "broker user tidewatch still exists after --purge"; fi
 for p in /usr/bin/tidewatch /lib/systemd/system/tidewatch.service /usr/share/tidewatch /usr/share/doc/tidewatch /etc/tidewatch /var/lib/tidewatch; do
     [ ! -e "$root$p" ] || fail "$p still exists after --uninstall --purge"
 done
@@ -331,6 +398,10 @@ if [ -n "${BOX_DEB:-}" ]; then
     box getent passwd tidewatch >/dev/null || fail "the package did not create user tidewatch"
     # The package ships no model; its default config expects this file.
     box install -o tidewatch -g tidewatch -m 0640 "/opt/tw/models/$model_name" /var/lib/tidewatch/models/model.gguf
+    # The box's broker still wants a login (install.sh's, kept after its purge);
+    # the package does not make one: give it one as deploy/mosquitto/README.md says.
+    box /opt/tw/deploy/mosquitto/login.sh /etc/tidewatch/tidewatch.toml /etc/mosquitto/tidewatch.passwd
+    box systemctl kill --kill-who=main -s HUP mosquitto
     box systemctl start tidewatch || fail "tidewatch from the .deb did not start"
     send_alarm "box-$$-deb" "$work/diag3.json"
     box env DEBIAN_FRONTEND=noninteractive apt-get purge -y -q tidewatch >"$work/purge.log" 2>&1 ||

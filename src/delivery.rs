@@ -19,6 +19,11 @@
 //! credited to another diagnosis.
 //!
 //! # Acknowledging alarms
+//! An alarm is acknowledged as soon as it is durable: when the daemon has
+//! journaled it in the inbox (`journaled`), or else once its diagnosis was
+//! delivered. The first is what takes a storm off the broker at disk speed;
+//! the second is the fallback when the inbox is full or its disk fails.
+//!
 //! An alarm's ack handle is only good on the connection it arrived on: after a
 //! reconnect the broker redelivers every unacknowledged alarm (same packet id
 //! on a resumed session), and an ack from the old connection could otherwise
@@ -109,6 +114,18 @@ struct Accepted<T> {
     handles: Vec<T>,
     /// The outbox entry holding its diagnosis, once stored.
     entry: Option<u64>,
+    /// Durable in the inbox: its receipts are acknowledged at once.
+    journaled: bool,
+}
+
+impl<T> Accepted<T> {
+    fn new(handles: Vec<T>) -> Self {
+        Self {
+            handles,
+            entry: None,
+            journaled: false,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -120,8 +137,10 @@ pub struct Delivery<T> {
     entries: BTreeMap<u64, Key>,
     /// Entries waiting to be (re)published, oldest first.
     ready: BTreeSet<u64>,
-    /// Entries handed to the client, with when.
-    in_flight: BTreeMap<u64, u64>,
+    /// Entries handed to the client, with when the client sent them (None
+    /// while still queued in the client: a PUBACK cannot be late before the
+    /// publish has left, however long a flood of other requests holds it).
+    in_flight: BTreeMap<u64, Option<u64>>,
     /// Ordinal of a publish handed to the client → its entry.
     ords: HashMap<u64, u64>,
     next_ord: u64,
@@ -163,16 +182,26 @@ impl<T> Delivery<T> {
             self.remember(k);
         }
         for (seq, key) in pending {
-            self.alarms.insert(
-                key,
-                Accepted {
-                    handles: Vec::new(),
-                    entry: Some(seq),
-                },
-            );
+            let mut a = Accepted::new(Vec::new());
+            a.entry = Some(seq);
+            self.alarms.insert(key, a);
             self.entries.insert(seq, key);
             self.ready.insert(seq);
         }
+    }
+
+    /// An alarm the inbox kept across a restart, to be diagnosed again. It
+    /// was acknowledged before (or will be on its redelivery, at once).
+    /// Returns false when it needs no diagnosis: its answer is in the outbox
+    /// or was delivered.
+    pub fn restore_journaled(&mut self, key: Key) -> bool {
+        if self.delivered.contains(&key) || self.alarms.contains_key(&key) {
+            return false;
+        }
+        let mut a = Accepted::new(Vec::new());
+        a.journaled = true;
+        self.alarms.insert(key, a);
+        true
     }
 
     pub fn is_connected(&self) -> bool {
@@ -193,31 +222,49 @@ impl<T> Delivery<T> {
         self.delivered.contains(key)
     }
 
-    /// A valid alarm arrived with ack handle `handle`.
-    pub fn received(&mut self, key: Key, handle: T) -> (Receipt, Vec<Output<T>>) {
+    /// A valid alarm arrived with ack handle `handle` (None when it came on
+    /// a connection already lost: it is answered, but its receipt can only be
+    /// acknowledged on the redelivery, which brings a live handle).
+    pub fn received(&mut self, key: Key, handle: Option<T>) -> (Receipt, Vec<Output<T>>) {
         if self.delivered.contains(&key) {
-            return (Receipt::Delivered, vec![Output::Ack(handle)]);
+            return (
+                Receipt::Delivered,
+                handle.map(Output::Ack).into_iter().collect(),
+            );
         }
         if let Some(a) = self.alarms.get_mut(&key) {
-            a.handles.push(handle);
+            if a.journaled {
+                return (
+                    Receipt::Joined,
+                    handle.map(Output::Ack).into_iter().collect(),
+                );
+            }
+            a.handles.extend(handle);
             return (Receipt::Joined, Vec::new());
         }
-        self.alarms.insert(
-            key,
-            Accepted {
-                handles: vec![handle],
-                entry: None,
-            },
-        );
+        self.alarms
+            .insert(key, Accepted::new(handle.into_iter().collect()));
         (Receipt::Diagnose, Vec::new())
     }
 
+    /// The alarm is durable in the inbox: acknowledge its receipts now, and
+    /// any redelivery at once.
+    pub fn journaled(&mut self, key: &Key) -> Vec<Output<T>> {
+        match self.alarms.get_mut(key) {
+            Some(a) => {
+                a.journaled = true;
+                a.handles.drain(..).map(Output::Ack).collect()
+            }
+            None => Vec::new(),
+        }
+    }
+
     /// The diagnosis for `key` is in the outbox as entry `seq`.
-    pub fn stored(&mut self, key: Key, seq: u64, now_ms: u64) -> Vec<Output<T>> {
-        let a = self.alarms.entry(key).or_insert_with(|| Accepted {
-            handles: Vec::new(),
-            entry: None,
-        });
+    pub fn stored(&mut self, key: Key, seq: u64) -> Vec<Output<T>> {
+        let a = self
+            .alarms
+            .entry(key)
+            .or_insert_with(|| Accepted::new(Vec::new()));
         if let Some(old) = a.entry.replace(seq) {
             // Answered twice (cannot happen through `received`): deliver
             // the newer one only.
@@ -227,7 +274,7 @@ impl<T> Delivery<T> {
         }
         self.entries.insert(seq, key);
         self.ready.insert(seq);
-        self.pump(now_ms)
+        self.pump()
     }
 
     /// An alarm that will not be answered (a shutdown dropped its job): forget
@@ -238,9 +285,9 @@ impl<T> Delivery<T> {
         }
     }
 
-    pub fn connected(&mut self, now_ms: u64) -> Vec<Output<T>> {
+    pub fn connected(&mut self) -> Vec<Output<T>> {
         self.connected = true;
-        self.pump(now_ms)
+        self.pump()
     }
 
     /// The connection is gone. `dropped` is how many QoS 1 publishes the
@@ -276,16 +323,19 @@ impl<T> Delivery<T> {
     }
 
     /// The client sent a QoS 1 publish with packet id `pkid`.
-    pub fn sent(&mut self, pkid: u16) {
+    pub fn sent(&mut self, pkid: u16, now_ms: u64) {
         let ord = self.taken;
         self.taken += 1;
-        if self.ords.contains_key(&ord) {
+        if let Some(seq) = self.ords.get(&ord) {
             self.pkids.insert(pkid, ord);
+            if let Some(since) = self.in_flight.get_mut(seq) {
+                *since = Some(now_ms);
+            }
         }
     }
 
     /// The broker acknowledged packet id `pkid`.
-    pub fn puback(&mut self, pkid: u16, now_ms: u64) -> Vec<Output<T>> {
+    pub fn puback(&mut self, pkid: u16) -> Vec<Output<T>> {
         let Some(ord) = self.pkids.remove(&pkid) else {
             return Vec::new();
         };
@@ -302,7 +352,7 @@ impl<T> Delivery<T> {
             }
             self.remember(key);
         }
-        out.extend(self.pump(now_ms));
+        out.extend(self.pump());
         out
     }
 
@@ -313,7 +363,9 @@ impl<T> Delivery<T> {
                 .in_flight
                 .iter()
                 .filter(|(_, since)| {
-                    now_ms.saturating_sub(**since) >= self.settings.puback_timeout_ms
+                    since.is_some_and(|t| {
+                        now_ms.saturating_sub(t) >= self.settings.puback_timeout_ms
+                    })
                 })
                 .map(|(seq, _)| *seq)
                 .collect();
@@ -322,7 +374,7 @@ impl<T> Delivery<T> {
                 self.ready.insert(seq);
             }
         }
-        self.pump(now_ms)
+        self.pump()
     }
 
     fn remember(&mut self, key: Key) {
@@ -336,13 +388,13 @@ impl<T> Delivery<T> {
         }
     }
 
-    fn pump(&mut self, now_ms: u64) -> Vec<Output<T>> {
+    fn pump(&mut self) -> Vec<Output<T>> {
         let mut out = Vec::new();
         while self.connected && self.in_flight.len() < self.settings.window {
             let Some(seq) = self.ready.pop_first() else {
                 break;
             };
-            self.in_flight.insert(seq, now_ms);
+            self.in_flight.insert(seq, None);
             out.push(Output::Publish(seq));
         }
         out
@@ -389,17 +441,17 @@ mod tests {
     #[test]
     fn an_alarm_is_acknowledged_only_after_the_broker_acknowledged_its_diagnosis() {
         let mut d = sm();
-        d.connected(0);
-        assert_eq!(d.received(k(1), "h1"), (Receipt::Diagnose, vec![]));
-        let out = d.stored(k(1), 7, 0);
+        d.connected();
+        assert_eq!(d.received(k(1), Some("h1")), (Receipt::Diagnose, vec![]));
+        let out = d.stored(k(1), 7);
         assert_eq!(out, vec![Output::Publish(7)]);
         hand(&mut d, &out);
-        d.sent(41);
+        d.sent(41, 0);
         assert!(
-            d.puback(99, 0).is_empty(),
+            d.puback(99).is_empty(),
             "an unknown PUBACK delivers nothing"
         );
-        let out = d.puback(41, 0);
+        let out = d.puback(41);
         assert_eq!(out, vec![Output::Delivered(7), Output::Ack("h1")]);
         assert_eq!(d.open_alarms(), 0);
     }
@@ -407,25 +459,25 @@ mod tests {
     #[test]
     fn a_redelivery_while_the_alarm_is_diagnosed_joins_it_and_is_acked_with_it() {
         let mut d = sm();
-        d.connected(0);
-        d.received(k(1), "first");
-        assert_eq!(d.received(k(1), "again").0, Receipt::Joined);
-        let out = d.stored(k(1), 1, 0);
+        d.connected();
+        d.received(k(1), Some("first"));
+        assert_eq!(d.received(k(1), Some("again")).0, Receipt::Joined);
+        let out = d.stored(k(1), 1);
         hand(&mut d, &out);
-        d.sent(1);
-        assert_eq!(acks(&d.puback(1, 0)), vec!["first", "again"]);
+        d.sent(1, 0);
+        assert_eq!(acks(&d.puback(1)), vec!["first", "again"]);
     }
 
     #[test]
     fn a_redelivery_of_a_delivered_alarm_is_acked_at_once_and_not_answered_again() {
         let mut d = sm();
-        d.connected(0);
-        d.received(k(1), "h");
-        let out = d.stored(k(1), 1, 0);
+        d.connected();
+        d.received(k(1), Some("h"));
+        let out = d.stored(k(1), 1);
         hand(&mut d, &out);
-        d.sent(1);
-        d.puback(1, 0);
-        let (r, out) = d.received(k(1), "redelivered");
+        d.sent(1, 0);
+        d.puback(1);
+        let (r, out) = d.received(k(1), Some("redelivered"));
         assert_eq!(r, Receipt::Delivered);
         assert_eq!(out, vec![Output::Ack("redelivered")]);
     }
@@ -441,18 +493,18 @@ mod tests {
         // between topic and payload does not give the same key.
         assert_ne!(Key::of("tw/a", b"b{}"), Key::of("tw/ab", b"{}"));
         let mut d = sm();
-        d.connected(0);
-        d.received(Key::of("tw/alarm/P1", a), "a");
-        let out = d.stored(Key::of("tw/alarm/P1", a), 1, 0);
+        d.connected();
+        d.received(Key::of("tw/alarm/P1", a), Some("a"));
+        let out = d.stored(Key::of("tw/alarm/P1", a), 1);
         hand(&mut d, &out);
-        d.sent(1);
-        d.puback(1, 0);
+        d.sent(1, 0);
+        d.puback(1);
         assert_eq!(
-            d.received(Key::of("tw/alarm/P1", b), "b").0,
+            d.received(Key::of("tw/alarm/P1", b), Some("b")).0,
             Receipt::Diagnose
         );
         assert_eq!(
-            d.received(Key::of("tw/alarm/P2", a), "c").0,
+            d.received(Key::of("tw/alarm/P2", a), Some("c")).0,
             Receipt::Diagnose
         );
     }
@@ -460,123 +512,183 @@ mod tests {
     #[test]
     fn ack_handles_from_a_lost_connection_are_never_used() {
         let mut d = sm();
-        d.connected(0);
-        d.received(k(1), "old-connection");
+        d.connected();
+        d.received(k(1), Some("old-connection"));
         d.disconnected(0);
-        d.connected(0);
+        d.connected();
         // The broker redelivers on the resumed session.
-        assert_eq!(d.received(k(1), "new-connection").0, Receipt::Joined);
-        let out = d.stored(k(1), 1, 0);
+        assert_eq!(d.received(k(1), Some("new-connection")).0, Receipt::Joined);
+        let out = d.stored(k(1), 1);
         hand(&mut d, &out);
-        d.sent(5);
-        assert_eq!(acks(&d.puback(5, 0)), vec!["new-connection"]);
+        d.sent(5, 0);
+        assert_eq!(acks(&d.puback(5)), vec!["new-connection"]);
     }
 
     #[test]
     fn nothing_is_published_while_disconnected_and_everything_after_connecting() {
         let mut d = sm();
-        d.received(k(1), "a");
-        assert!(d.stored(k(1), 1, 0).is_empty());
-        assert_eq!(d.connected(0), vec![Output::Publish(1)]);
+        d.received(k(1), Some("a"));
+        assert!(d.stored(k(1), 1).is_empty());
+        assert_eq!(d.connected(), vec![Output::Publish(1)]);
     }
 
     #[test]
     fn a_publish_lost_with_the_connection_goes_out_again_after_the_reconnect() {
         let mut d = sm();
-        d.connected(0);
-        d.received(k(1), "a");
-        let out = d.stored(k(1), 1, 0);
+        d.connected();
+        d.received(k(1), Some("a"));
+        let out = d.stored(k(1), 1);
         hand(&mut d, &out);
-        d.sent(3);
+        d.sent(3, 0);
         d.disconnected(0);
-        assert!(
-            d.puback(3, 0).is_empty(),
-            "PUBACKs do not cross connections"
-        );
-        let out = d.connected(0);
+        assert!(d.puback(3).is_empty(), "PUBACKs do not cross connections");
+        let out = d.connected();
         assert_eq!(out, vec![Output::Publish(1)]);
     }
 
     #[test]
     fn a_copy_queued_before_a_disconnect_and_sent_after_it_is_credited_to_its_own_entry() {
         let mut d = sm();
-        d.connected(0);
+        d.connected();
         for i in 1..=2 {
-            d.received(k(i), "h");
+            d.received(k(i), Some("h"));
         }
         // Entry 1 is handed to the client; the client has already dropped its
         // queue for the broken connection, so this copy stays queued (late).
-        let out = d.stored(k(1), 1, 0);
+        let out = d.stored(k(1), 1);
         hand(&mut d, &out);
         d.disconnected(0);
-        d.received(k(1), "h1");
-        d.received(k(2), "h2");
-        let out = d.connected(0);
+        d.received(k(1), Some("h1"));
+        d.received(k(2), Some("h2"));
+        let out = d.connected();
         assert_eq!(out, vec![Output::Publish(1)]);
         hand(&mut d, &out);
-        let out = d.stored(k(2), 2, 0);
+        let out = d.stored(k(2), 2);
         assert_eq!(out, vec![Output::Publish(2)]);
         hand(&mut d, &out);
         // The client sends: the late copy of 1, then 1 again, then 2.
-        d.sent(10);
-        d.sent(11);
-        d.sent(12);
+        d.sent(10, 0);
+        d.sent(11, 0);
+        d.sent(12, 0);
         // The late copy's PUBACK delivers entry 1 and only entry 1.
-        let out = d.puback(10, 0);
+        let out = d.puback(10);
         assert_eq!(out, vec![Output::Delivered(1), Output::Ack("h1")]);
         assert!(
-            d.puback(11, 0).is_empty(),
+            d.puback(11).is_empty(),
             "second copy of 1: already delivered"
         );
-        assert_eq!(acks(&d.puback(12, 0)), vec!["h2"]);
+        assert_eq!(acks(&d.puback(12)), vec!["h2"]);
     }
 
     #[test]
     fn publishes_the_client_dropped_unsent_are_counted_so_later_pubacks_still_match() {
         let mut d = sm();
-        d.connected(0);
-        d.received(k(1), "a");
-        d.received(k(2), "b");
-        let mut out = d.stored(k(1), 1, 0);
-        out.extend(d.stored(k(2), 2, 0));
+        d.connected();
+        d.received(k(1), Some("a"));
+        d.received(k(2), Some("b"));
+        let mut out = d.stored(k(1), 1);
+        out.extend(d.stored(k(2), 2));
         hand(&mut d, &out);
         // Both were dropped unsent with the connection.
         d.disconnected(2);
-        d.received(k(1), "a2");
-        d.received(k(2), "b2");
-        let out = d.connected(0);
+        d.received(k(1), Some("a2"));
+        d.received(k(2), Some("b2"));
+        let out = d.connected();
         assert_eq!(out, vec![Output::Publish(1), Output::Publish(2)]);
         hand(&mut d, &out);
-        d.sent(1);
-        d.sent(2);
-        assert_eq!(acks(&d.puback(2, 0)), vec!["b2"]);
-        assert_eq!(acks(&d.puback(1, 0)), vec!["a2"]);
+        d.sent(1, 0);
+        d.sent(2, 0);
+        assert_eq!(acks(&d.puback(2)), vec!["b2"]);
+        assert_eq!(acks(&d.puback(1)), vec!["a2"]);
     }
 
     #[test]
     fn a_publish_without_a_puback_is_sent_again_after_the_timeout() {
         let mut d = sm();
-        d.connected(0);
-        d.received(k(1), "a");
-        let out = d.stored(k(1), 1, 0);
+        d.connected();
+        d.received(k(1), Some("a"));
+        let out = d.stored(k(1), 1);
         hand(&mut d, &out);
-        d.sent(1);
+        d.sent(1, 0);
         assert!(d.tick(999).is_empty());
         let out = d.tick(1_000);
         assert_eq!(out, vec![Output::Publish(1)]);
         hand(&mut d, &out);
-        d.sent(2);
+        d.sent(2, 0);
         // Either copy's PUBACK delivers it.
-        assert_eq!(acks(&d.puback(1, 1_001)), vec!["a"]);
-        assert!(d.puback(2, 1_002).is_empty());
+        assert_eq!(acks(&d.puback(1)), vec!["a"]);
+        assert!(d.puback(2).is_empty());
+    }
+
+    #[test]
+    fn the_puback_timeout_counts_from_when_the_publish_left_the_client() {
+        // A flood of error reports ahead of it in the client's queue held
+        // the publish for 5 s: it has not been waiting for a PUBACK at all.
+        let mut d = sm();
+        d.connected();
+        d.received(k(1), Some("a"));
+        let out = d.stored(k(1), 1);
+        hand(&mut d, &out);
+        assert!(d.tick(4_000).is_empty(), "queued in the client, not late");
+        d.sent(1, 5_000);
+        assert!(d.tick(5_999).is_empty(), "sent 999 ms ago");
+        assert_eq!(d.tick(6_000), vec![Output::Publish(1)]);
+    }
+
+    #[test]
+    fn a_journaled_alarm_is_acknowledged_at_once_and_so_are_its_redeliveries() {
+        let mut d = sm();
+        d.connected();
+        assert_eq!(d.received(k(1), Some("a")).0, Receipt::Diagnose);
+        assert_eq!(d.journaled(&k(1)), vec![Output::Ack("a")]);
+        assert_eq!(
+            d.received(k(1), Some("again")),
+            (Receipt::Joined, vec![Output::Ack("again")])
+        );
+        // Still open until its diagnosis is delivered, then remembered.
+        assert_eq!(d.open_alarms(), 1);
+        let out = d.stored(k(1), 1);
+        hand(&mut d, &out);
+        d.sent(7, 0);
+        assert_eq!(d.puback(7), vec![Output::Delivered(1)]);
+        assert_eq!(d.open_alarms(), 0);
+        assert!(d.is_delivered(&k(1)));
+    }
+
+    #[test]
+    fn a_receipt_from_a_lost_connection_is_answered_but_never_acknowledged() {
+        let mut d = sm();
+        d.connected();
+        assert_eq!(d.received(k(1), None), (Receipt::Diagnose, vec![]));
+        assert!(d.journaled(&k(1)).is_empty(), "no handle to acknowledge");
+        let (r, out) = d.received(k(2), None);
+        assert_eq!(r, Receipt::Diagnose);
+        assert!(out.is_empty());
+        let out = d.stored(k(2), 1);
+        hand(&mut d, &out);
+        d.sent(3, 0);
+        assert_eq!(d.puback(3), vec![Output::Delivered(1)]);
+        // The redelivery on the live connection is acknowledged at once.
+        assert_eq!(d.received(k(2), Some("live")).1, vec![Output::Ack("live")]);
+    }
+
+    #[test]
+    fn alarms_the_inbox_kept_are_diagnosed_again_unless_already_answered() {
+        let mut d = sm();
+        d.restore([(4, k(2))], [k(3)]);
+        assert!(d.restore_journaled(k(1)));
+        assert!(!d.restore_journaled(k(2)), "its answer is in the outbox");
+        assert!(!d.restore_journaled(k(3)), "its answer was delivered");
+        d.connected();
+        assert_eq!(d.received(k(1), Some("r")).1, vec![Output::Ack("r")]);
     }
 
     #[test]
     fn a_publish_the_client_refused_is_offered_again_on_the_next_tick() {
         let mut d = sm();
-        d.connected(0);
-        d.received(k(1), "a");
-        assert_eq!(d.stored(k(1), 1, 0), vec![Output::Publish(1)]);
+        d.connected();
+        d.received(k(1), Some("a"));
+        assert_eq!(d.stored(k(1), 1), vec![Output::Publish(1)]);
         d.refused(1);
         assert_eq!(d.tick(10), vec![Output::Publish(1)]);
     }
@@ -584,16 +696,16 @@ mod tests {
     #[test]
     fn the_window_bounds_publishes_awaiting_a_puback() {
         let mut d = sm();
-        d.connected(0);
+        d.connected();
         let mut published = Vec::new();
         for i in 1..=4u8 {
-            d.received(k(i), "h");
-            let out = d.stored(k(i), u64::from(i), 0);
+            d.received(k(i), Some("h"));
+            let out = d.stored(k(i), u64::from(i));
             published.extend(hand(&mut d, &out));
         }
         assert_eq!(published, vec![1, 2], "window is 2");
-        d.sent(1);
-        let out = d.puback(1, 0);
+        d.sent(1, 0);
+        let out = d.puback(1);
         assert_eq!(hand(&mut d, &out), vec![3]);
     }
 
@@ -601,13 +713,13 @@ mod tests {
     fn entries_restored_from_the_outbox_are_published_and_joined_by_redeliveries() {
         let mut d = sm();
         d.restore([(5, k(1))], [k(2)]);
-        let out = d.connected(0);
+        let out = d.connected();
         assert_eq!(out, vec![Output::Publish(5)]);
         hand(&mut d, &out);
-        assert_eq!(d.received(k(1), "r1").0, Receipt::Joined);
-        assert_eq!(d.received(k(2), "r2").1, vec![Output::Ack("r2")]);
-        d.sent(1);
-        assert_eq!(acks(&d.puback(1, 0)), vec!["r1"]);
+        assert_eq!(d.received(k(1), Some("r1")).0, Receipt::Joined);
+        assert_eq!(d.received(k(2), Some("r2")).1, vec![Output::Ack("r2")]);
+        d.sent(1, 0);
+        assert_eq!(acks(&d.puback(1)), vec!["r1"]);
     }
 
     #[test]
@@ -621,9 +733,9 @@ mod tests {
     #[test]
     fn an_abandoned_alarm_is_new_work_when_redelivered() {
         let mut d = sm();
-        d.received(k(1), "a");
+        d.received(k(1), Some("a"));
         d.abandoned(&k(1));
-        assert_eq!(d.received(k(1), "b").0, Receipt::Diagnose);
+        assert_eq!(d.received(k(1), Some("b")).0, Receipt::Diagnose);
     }
 
     /// For any interleaving of receipts, redeliveries, finished diagnoses,
@@ -632,7 +744,7 @@ mod tests {
     /// uses a handle from a lost connection, and once the chaos stops every
     /// accepted alarm is acknowledged.
     #[test]
-    fn every_interleaving_acks_each_alarm_after_its_delivery_and_never_before() {
+    fn every_interleaving_acks_each_alarm_once_durable_and_answers_every_one() {
         use rand::{Rng, SeedableRng};
 
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -658,6 +770,12 @@ mod tests {
             unacked: BTreeSet<u8>,
             /// Alarms accepted for diagnosis and not yet stored.
             diagnosing: Vec<u8>,
+            /// Alarms the inbox made durable: they may be acked before
+            /// their diagnosis reaches the broker.
+            journaled: HashSet<u8>,
+            /// Every alarm ever received: each must end with an answer at
+            /// the broker.
+            received: BTreeSet<u8>,
             next_seq: u64,
             now: u64,
         }
@@ -685,8 +803,8 @@ mod tests {
                                 .iter()
                                 .any(|(s, a)| *a == h.alarm && self.broker_has.contains(s));
                             assert!(
-                                delivered,
-                                "alarm {} acked before its diagnosis reached the broker",
+                                delivered || self.journaled.contains(&h.alarm),
+                                "alarm {} acked before it was durable (journaled or delivered)",
                                 h.alarm
                             );
                             self.unacked.remove(&h.alarm);
@@ -706,17 +824,24 @@ mod tests {
                     alarm,
                     conn: self.conn,
                 };
-                let (r, out) = self.d.received(k(alarm), h);
+                self.received.insert(alarm);
+                let (r, out) = self.d.received(k(alarm), Some(h));
                 if r == Receipt::Diagnose {
                     self.diagnosing.push(alarm);
                 }
                 self.run(out, rng);
+                // The inbox takes most alarms; a full one refuses some.
+                if r == Receipt::Diagnose && rng.gen_bool(0.6) {
+                    self.journaled.insert(alarm);
+                    let out = self.d.journaled(&k(alarm));
+                    self.run(out, rng);
+                }
             }
 
             fn send_one(&mut self) {
                 if let Some(seq) = self.queue.pop_front() {
                     self.next_pkid = self.next_pkid % 32 + 1;
-                    self.d.sent(self.next_pkid);
+                    self.d.sent(self.next_pkid, self.now);
                     self.wire.push((self.next_pkid, seq));
                 }
             }
@@ -724,7 +849,7 @@ mod tests {
             fn connect(&mut self, rng: &mut impl Rng) {
                 self.up = true;
                 self.conn += 1;
-                let out = self.d.connected(self.now);
+                let out = self.d.connected();
                 self.run(out, rng);
                 // A resumed session redelivers every unacknowledged alarm.
                 for a in self.unacked.clone() {
@@ -750,6 +875,8 @@ mod tests {
                 answers: HashMap::new(),
                 unacked: BTreeSet::new(),
                 diagnosing: Vec::new(),
+                journaled: HashSet::new(),
+                received: BTreeSet::new(),
                 next_seq: 1,
                 now: 0,
             };
@@ -769,7 +896,7 @@ mod tests {
                         let seq = w.next_seq;
                         w.next_seq += 1;
                         w.answers.insert(seq, a);
-                        let out = w.d.stored(k(a), seq, w.now);
+                        let out = w.d.stored(k(a), seq);
                         w.run(out, &mut rng);
                     }
                     3 | 4 if w.up => w.send_one(),
@@ -778,7 +905,7 @@ mod tests {
                         let (pkid, seq) = w.wire.remove(i);
                         // The publish reached the broker, which acks it.
                         w.broker_has.insert(seq);
-                        let out = w.d.puback(pkid, w.now);
+                        let out = w.d.puback(pkid);
                         w.run(out, &mut rng);
                     }
                     7 if w.up => {
@@ -808,7 +935,7 @@ mod tests {
                 w.connect(&mut rng);
             }
             for _ in 0..10_000 {
-                if w.unacked.is_empty() {
+                if w.unacked.is_empty() && w.diagnosing.is_empty() && w.d.undelivered() == 0 {
                     break;
                 }
                 w.now += 10;
@@ -816,13 +943,13 @@ mod tests {
                     let seq = w.next_seq;
                     w.next_seq += 1;
                     w.answers.insert(seq, a);
-                    let out = w.d.stored(k(a), seq, w.now);
+                    let out = w.d.stored(k(a), seq);
                     w.run(out, &mut rng);
                 }
                 w.send_one();
                 if let Some((pkid, seq)) = w.wire.pop() {
                     w.broker_has.insert(seq);
-                    let out = w.d.puback(pkid, w.now);
+                    let out = w.d.puback(pkid);
                     w.run(out, &mut rng);
                 }
                 let out = w.d.tick(w.now);
@@ -834,6 +961,14 @@ mod tests {
                 w.unacked
             );
             assert_eq!(w.d.open_alarms(), 0, "seed {seed}");
+            for a in &w.received {
+                assert!(
+                    w.answers
+                        .iter()
+                        .any(|(s, x)| x == a && w.broker_has.contains(s)),
+                    "seed {seed}: alarm {a} was acknowledged but its answer never reached the broker"
+                );
+            }
         }
     }
 }

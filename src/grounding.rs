@@ -329,13 +329,12 @@ pub fn split_items(value: &str) -> Vec<String> {
 /// `likelihood` ("stuck thermostatic valve, rated high"). Only after "rated"
 /// or "likelihood": "pressure low" is a cause, not a rating.
 pub fn strip_rating(cause: &str) -> String {
-    let lower = cause.to_lowercase();
     for lead in ["rated", "likelihood:", "likelihood"] {
         for level in ["high", "medium", "low"] {
             for close in ["", ")"] {
                 let tail = format!("{lead} {level}{close}");
-                if let Some(cut) = lower.strip_suffix(&tail) {
-                    let head = cause[..cut.len()].trim_end();
+                if let Some(head) = strip_suffix_ascii_ci(cause, &tail) {
+                    let head = head.trim_end();
                     let head = head.strip_suffix('(').unwrap_or(head);
                     return head
                         .trim_end()
@@ -347,6 +346,17 @@ pub fn strip_rating(cause: &str) -> String {
         }
     }
     cause.to_string()
+}
+
+/// `s` without `tail` at its end, ASCII case ignored. Compared in place, not
+/// on `s.to_lowercase()`: lowercasing changes the length of some letters
+/// (the Kelvin sign, "İ"), and a cut measured on the copy falls elsewhere, or
+/// inside a character, in `s`. `tail` is ASCII, so bytes that match it are
+/// ASCII and the cut is on a character boundary.
+fn strip_suffix_ascii_ci<'a>(s: &'a str, tail: &str) -> Option<&'a str> {
+    let cut = s.len().checked_sub(tail.len())?;
+    let (head, end) = (s.get(..cut)?, s.get(cut..)?);
+    end.eq_ignore_ascii_case(tail).then_some(head)
 }
 
 /// Near-repeats in a list of values: the later of two whose content terms
@@ -643,6 +653,19 @@ mod tests {
             strip_rating("Low sea water flow, rated low"),
             "Low sea water flow"
         );
+    }
+
+    // Issue L item 2: lowercasing changes a string's length in bytes (the
+    // Kelvin sign U+212A is 3 bytes, its lowercase "k" one; "İ" 2, its
+    // lowercase 3), so a cut measured on the lowercase fell inside a
+    // character (a panic that ended the worker) or inside the cause.
+    #[test]
+    fn a_rating_after_letters_whose_lowercase_is_longer_or_shorter_is_cut_at_the_right_place() {
+        assert_eq!(strip_rating("\u{212A}中 rated high"), "\u{212A}中");
+        assert_eq!(strip_rating("İ valve stuck, rated high"), "İ valve stuck");
+        assert_eq!(strip_rating("Pump İ, Rated HIGH"), "Pump İ");
+        assert_eq!(strip_rating("\u{212A}中"), "\u{212A}中");
+        assert_eq!(strip_rating("中 likelihood: low)"), "中");
     }
 
     #[test]

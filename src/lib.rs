@@ -16,7 +16,9 @@
 //! 5. The daemon publishes the diagnosis and only then acknowledges the alarm.
 //!    `systemd` reports readiness, status and liveness throughout.
 //!
-//! `config` is read once at start; `logging` picks journald or stderr.
+//! `config` is read once at start; `logging` picks journald or stderr;
+//! `crash` turns a panic anywhere in `run` into a logged abort, so systemd
+//! restarts the daemon rather than leave it half alive.
 //! `cli` is the command line's shape; `commands` the one-shot commands.
 //! `reload` swaps in a rebuilt index on SIGHUP, between jobs. `render` turns
 //! published diagnoses into text for people (`tidewatch show`).
@@ -26,12 +28,15 @@ pub mod bench;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod crash;
 pub mod daemon;
 pub mod delivery;
 pub mod diagnosis;
 pub mod eval;
 pub mod eval_speed;
 pub mod grounding;
+pub mod inbox;
+pub mod journal;
 pub mod llm;
 pub mod logging;
 pub mod mqtt;

@@ -55,6 +55,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
 fn run_daemon(config: &std::path::Path) -> anyhow::Result<()> {
     let cfg = tidewatch::config::load(config)?;
     let sink = tidewatch::logging::init(&cfg.log_level);
+    tidewatch::crash::abort_on_panic();
     tracing::info!(config = %config.display(), log = sink, version = env!("CARGO_PKG_VERSION"), "starting");
     commands::runtime()?.block_on(async move {
         let cancel = CancellationToken::new();

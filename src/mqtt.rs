@@ -112,22 +112,37 @@ fn tls_transport(tls: &crate::config::TlsConfig) -> Result<Transport, MqttError>
 /// channel and are never dropped: each is bounded by the network (the
 /// broker's inflight window bounds QoS 1 alarms). QoS 0 alarms, which a
 /// flood can bring in any number, go over a bounded channel instead.
+///
+/// `epoch` numbers the connections: an alarm carries the connection it was
+/// read on, so the hub can tell one read before a loss it has already seen
+/// (rumqttc can hand back a PUBLISH read together with the EOF after
+/// reporting the error) and never acknowledge it on a later connection.
 #[derive(Debug)]
 pub enum Inbound {
     Connected {
         session_present: bool,
+        epoch: u64,
     },
     /// A QoS 1 (or 2) alarm: the broker waits for its ack.
-    Alarm(Publish),
+    Alarm {
+        publish: Publish,
+        epoch: u64,
+    },
     /// The client wrote a QoS 1 publish with this packet id.
     Sent(u16),
     PubAck(u16),
     SubAck,
-    /// The connection is gone; `dropped` QoS 1 publishes queued in the client
-    /// were discarded unsent (see `delivery`).
+    /// Connection `epoch` is gone; `dropped` QoS 1 publishes queued in the
+    /// client were discarded unsent (see `delivery`). The hub answers on
+    /// `seen` once it has dropped that connection's ack handles: until then
+    /// the poller does not reconnect, and after it the poller discards the
+    /// acks the hub queued meanwhile, which would otherwise go out on the
+    /// next connection under packet ids that mean other messages there.
     Disconnected {
         error: String,
         dropped: u64,
+        epoch: u64,
+        seen: tokio::sync::oneshot::Sender<()>,
     },
 }
 
@@ -170,6 +185,47 @@ pub fn connect_hint(error: &str) -> Option<&'static str> {
     }
 }
 
+/// What one rumqttc event means for the daemon.
+enum Read {
+    Tell(Inbound),
+    Qos0(Publish),
+    Nothing,
+}
+
+fn read(ev: Event, epoch: u64) -> Read {
+    if matches!(ev, Event::Incoming(Packet::Publish(_))) {
+        crate::crash::injected_panic(crate::crash::Place::Poller);
+    }
+    match ev {
+        Event::Incoming(Packet::Publish(p)) if p.qos == QoS::AtMostOnce => Read::Qos0(p),
+        Event::Incoming(Packet::Publish(p)) => Read::Tell(Inbound::Alarm { publish: p, epoch }),
+        Event::Outgoing(Outgoing::Publish(pkid)) if pkid != 0 => Read::Tell(Inbound::Sent(pkid)),
+        Event::Outgoing(Outgoing::AwaitAck(pkid)) => {
+            // rumqttc holds back every request until this id is acked.
+            tracing::warn!(pkid, "mqtt client waits for a PUBACK before sending more");
+            Read::Nothing
+        }
+        Event::Incoming(Packet::PubAck(a)) => Read::Tell(Inbound::PubAck(a.pkid)),
+        Event::Incoming(Packet::SubAck(_)) => Read::Tell(Inbound::SubAck),
+        _ => Read::Nothing,
+    }
+}
+
+/// Passes one event on. Returns false when the daemon is gone or cancelled.
+async fn forward(r: Read, tx: &PollerTx, cancel: &CancellationToken) -> bool {
+    match r {
+        Read::Tell(m) => tx.events.send(m).is_ok(),
+        // Wait for room instead of dropping: meanwhile the socket and the
+        // broker hold the rest (TCP backpressure). The hub never waits on
+        // the client, so this cannot deadlock.
+        Read::Qos0(p) => tokio::select! {
+            _ = cancel.cancelled() => false,
+            sent = tx.qos0.send(p) => sent.is_ok(),
+        },
+        Read::Nothing => true,
+    }
+}
+
 /// Owns `eventloop.poll()`. `turned` is stamped (ms since `epoch`) after every
 /// poll so the systemd watchdog can tell a stuck loop from a quiet one.
 pub async fn run_poller(
@@ -183,72 +239,69 @@ pub async fn run_poller(
     // "lost" only for a session that was up; a broker that never accepted us
     // is a different problem for the operator reading the journal.
     let mut connected = false;
+    let mut conn = 0u64;
     loop {
         let ev = tokio::select! {
             _ = cancel.cancelled() => return,
             ev = eventloop.poll() => ev,
         };
         turned.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
-        let msg = match ev {
+        let e = match ev {
             Ok(Event::Incoming(Packet::ConnAck(ack))) => {
                 failures = 0;
                 connected = true;
-                Some(Inbound::Connected {
+                conn += 1;
+                let m = Inbound::Connected {
                     session_present: ack.session_present,
-                })
-            }
-            Ok(Event::Incoming(Packet::Publish(p))) => {
-                if p.qos == QoS::AtMostOnce {
-                    // Wait for room instead of dropping: meanwhile the socket
-                    // and the broker hold the rest (TCP backpressure). The hub
-                    // never waits on the client, so this cannot deadlock.
-                    tokio::select! {
-                        _ = cancel.cancelled() => return,
-                        sent = tx.qos0.send(p) => if sent.is_err() { return },
-                    }
-                    None
-                } else {
-                    Some(Inbound::Alarm(p))
+                    epoch: conn,
+                };
+                if tx.events.send(m).is_err() {
+                    return;
                 }
+                continue;
             }
-            Ok(Event::Outgoing(Outgoing::Publish(pkid))) if pkid != 0 => Some(Inbound::Sent(pkid)),
-            Ok(Event::Outgoing(Outgoing::AwaitAck(pkid))) => {
-                // rumqttc holds back every request until this id is acked.
-                tracing::warn!(pkid, "mqtt client waits for a PUBACK before sending more");
-                None
-            }
-            Ok(Event::Incoming(Packet::PubAck(a))) => Some(Inbound::PubAck(a.pkid)),
-            Ok(Event::Incoming(Packet::SubAck(_))) => Some(Inbound::SubAck),
-            Ok(_) => None,
-            Err(e) => {
-                let dropped = drop_session(&mut eventloop);
-                let _ = tx.events.send(Inbound::Disconnected {
-                    error: e.to_string(),
-                    dropped,
-                });
-                let d = backoff(failures, rand::random::<f64>());
-                failures = failures.saturating_add(1);
-                let retry_in_ms = d.as_millis() as u64;
-                if std::mem::take(&mut connected) {
-                    tracing::warn!(error = %e, retry_in_ms, "mqtt connection lost");
-                } else {
-                    let text = e.to_string();
-                    let hint = connect_hint(&text).unwrap_or("");
-                    tracing::warn!(error = %text, retry_in_ms, hint, "mqtt cannot connect");
+            Ok(ev) => {
+                if !forward(read(ev, conn), &tx, &cancel).await {
+                    return;
                 }
-                tokio::select! {
-                    _ = cancel.cancelled() => return,
-                    _ = tokio::time::sleep(d) => {}
-                }
-                turned.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
-                None
+                continue;
             }
+            Err(e) => e,
         };
-        if let Some(m) = msg {
-            if tx.events.send(m).is_err() {
+        // What rumqttc read before the error is still buffered and would be
+        // handed out after the reconnect as if it came on the new
+        // connection: pass it on now, under the connection it came on.
+        for ev in std::mem::take(&mut eventloop.state.events) {
+            if !forward(read(ev, conn), &tx, &cancel).await {
                 return;
             }
         }
+        let dropped = drop_session(&mut eventloop);
+        let (seen, hub_saw_it) = tokio::sync::oneshot::channel();
+        let _ = tx.events.send(Inbound::Disconnected {
+            error: e.to_string(),
+            dropped,
+            epoch: conn,
+            seen,
+        });
+        let d = backoff(failures, rand::random::<f64>());
+        failures = failures.saturating_add(1);
+        let retry_in_ms = d.as_millis() as u64;
+        if std::mem::take(&mut connected) {
+            tracing::warn!(error = %e, retry_in_ms, "mqtt connection lost");
+        } else {
+            let text = e.to_string();
+            let hint = connect_hint(&text).unwrap_or("");
+            tracing::warn!(error = %text, retry_in_ms, hint, "mqtt cannot connect");
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = async { tokio::join!(tokio::time::sleep(d), hub_saw_it) } => {}
+        }
+        // Acks the hub queued before it saw the loss: `clean` drops queued
+        // PUBACKs and keeps every other request for the next connection.
+        eventloop.clean();
+        turned.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
 }
 

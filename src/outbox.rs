@@ -273,6 +273,8 @@ pub struct Outbox {
     /// a crash may still bring back the old file, so nothing appended to the
     /// new one counts as durable until a directory fsync succeeds.
     unsynced_rename: bool,
+    /// Entries were appended since the last fsync: `sync` owes one.
+    unsynced_entries: bool,
     /// The file at `path` could not be read in full. It is never replaced,
     /// so records that could not be read stay there for the operator.
     unread: bool,
@@ -421,6 +423,7 @@ impl Outbox {
             path: dir.join("outbox.log"),
             file: None,
             unsynced_rename: false,
+            unsynced_entries: false,
             unread: false,
             size: 0,
             max_bytes,
@@ -585,7 +588,9 @@ impl Outbox {
         Ok(())
     }
 
-    /// Stores a diagnosis durably (fsync) and returns its entry number. When
+    /// Writes a diagnosis and returns its entry number; it is durable once
+    /// `sync` returns, which the caller must wait for before publishing it
+    /// (one fsync covers a burst of entries: see the daemon's flush). When
     /// the undelivered diagnoses fill `max_bytes` or the disk fails, the entry
     /// is kept in memory only and `not_durable` says why: it is still
     /// delivered, and its alarm is still only acknowledged after that, so a
@@ -606,18 +611,10 @@ impl Outbox {
         Stored { seq, not_durable }
     }
 
-    /// Appends `rec` and fsyncs it, or says why it is not on disk.
+    /// Appends `rec` (fsync'd by the next `sync`), or says why it is not
+    /// written.
     fn store(&mut self, rec: &Rec) -> Result<(), OutboxError> {
-        // A write to a file that is no longer at the outbox's path (removed,
-        // or replaced by a rename this process lost track of) would be found
-        // by no later start.
-        if self
-            .file
-            .as_ref()
-            .is_some_and(|f| !same_file(f, &self.path))
-        {
-            self.file = None;
-        }
+        self.forget_a_file_not_at_the_path();
         let need = frame(rec).len() as u64;
         if self.file.is_none() || self.size + need > self.max_bytes {
             self.compact()?;
@@ -633,7 +630,49 @@ impl Outbox {
         if self.unsynced_rename {
             self.sync_rename()?;
         }
-        self.append(rec, true)
+        self.append(rec, false)?;
+        self.unsynced_entries = true;
+        Ok(())
+    }
+
+    /// A write to a file that is no longer at the outbox's path (removed, or
+    /// replaced by a rename this process lost track of) would be found by no
+    /// later start: such a file is dropped, and the next write rewrites the
+    /// outbox from memory.
+    fn forget_a_file_not_at_the_path(&mut self) {
+        if self
+            .file
+            .as_ref()
+            .is_some_and(|f| !same_file(f, &self.path))
+        {
+            self.file = None;
+        }
+    }
+
+    /// Makes every entry written so far durable, or says why they are not.
+    pub fn sync(&mut self) -> Result<(), OutboxError> {
+        if !self.unsynced_entries && !self.unsynced_rename {
+            return Ok(());
+        }
+        self.forget_a_file_not_at_the_path();
+        match self.file.as_mut() {
+            Some(f) => {
+                if let Err(source) = fault(Step::Write).and_then(|()| f.sync_data()) {
+                    // As after a failed write: what reached the disk is
+                    // unknown, and a second fsync may lie.
+                    self.file = None;
+                    return Err(self.io(source));
+                }
+            }
+            // The file those entries went to failed or is gone; they are
+            // still in memory, and a rewrite puts them on disk.
+            None => self.compact()?,
+        }
+        if self.unsynced_rename {
+            self.sync_rename()?;
+        }
+        self.unsynced_entries = false;
+        Ok(())
     }
 
     /// Marks a diagnosis as accepted by the broker. Not fsync'd: losing this
@@ -695,6 +734,8 @@ impl Outbox {
         // The path names the new file now: appending to the old handle would
         // write to an unlinked file, and report it durable.
         self.adopt(new, out.len() as u64);
+        // Every entry written so far is in the new file, fsync'd.
+        self.unsynced_entries = false;
         self.sync_rename()
     }
 
@@ -1209,6 +1250,24 @@ pub(crate) mod tests {
             let _ = open(d.path(), 1 << 20);
             assert_eq!(mode(&p), 0o600, "reopened outbox is {:o}", mode(&p));
         });
+    }
+
+    #[test]
+    fn a_failed_fsync_is_reported_and_the_next_sync_puts_the_entries_on_disk() {
+        let d = tempfile::tempdir().unwrap();
+        let (mut ob, _) = open(d.path(), 1 << 20);
+        put(&mut ob, 1, b"one");
+        fail(Step::Write);
+        assert!(ob.sync().is_err(), "a failed fsync was reported done");
+        heal();
+        // Not a second fsync of the same file, which may succeed for pages
+        // the kernel dropped: the entries are written again from memory.
+        ob.sync().unwrap();
+        put(&mut ob, 2, b"two");
+        ob.sync().unwrap();
+        drop(ob);
+        let (ob, _) = open(d.path(), 1 << 20);
+        assert_eq!(pending_ids(&ob), vec!["a1", "a2"]);
     }
 
     #[test]

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Proves the broker configs in this folder do what README.md claims, with real
-# mosquitto processes on free loopback ports and throwaway certificates:
-# the ACL (sensors write-only, operators read-only, no certificate no entry) and
-# the bridge (topic remapping, and diagnoses queued while shore is down arrive
-# when it comes back). Needs mosquitto, mosquitto-clients and openssl.
+# mosquitto processes on free loopback ports and throwaway certificates and
+# passwords: the logins (no anonymous client on either listener, tidewatch's
+# client id and so its queued alarms reserved to its own user), the ACL (sensors
+# write-only, operators read-only, no certificate no entry) and the bridge (topic
+# remapping, and diagnoses queued while shore is down arrive when it comes back).
+# Needs mosquitto, mosquitto-clients and openssl.
 #
 #   deploy/mosquitto/selftest.sh        (KEEP=1 keeps the temp dir)
 set -Eeuo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-for tool in mosquitto mosquitto_pub mosquitto_sub openssl; do
+for tool in mosquitto mosquitto_pub mosquitto_sub mosquitto_passwd openssl; do
     command -v "$tool" >/dev/null || {
         echo "selftest: $tool not found (apt-get install mosquitto mosquitto-clients openssl)" >&2
         exit 1
@@ -35,7 +37,11 @@ fail() {
     echo "selftest: FAILED at '$step': $*" >&2
     exit 1
 }
-ok() { echo "selftest: ok  $step"; }
+passed=0
+ok() {
+    passed=$((passed + 1))
+    echo "selftest: ok  $step"
+}
 
 # mosquitto drops root privileges to the 'mosquitto' user, which must read these.
 chmod 0755 "$t"
@@ -84,6 +90,17 @@ mkcert shore-ca vessel01 vessel01 clientAuth
 chmod 0644 "$t"/*
 ok
 
+# ------------------------------------------------------------ passwords
+step=passwords
+# Loopback logins, as install.sh makes them: the daemon's own (a random password)
+# and a local operator's, whom the hijack steps below use as the intruder.
+tw_pw=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+op_pw=operator-secret
+mosquitto_passwd -c -b "$t/passwd" tidewatch "$tw_pw"
+mosquitto_passwd -b "$t/passwd" operator "$op_pw"
+chmod 0644 "$t/passwd"
+ok
+
 # ------------------------------------------------------------ brokers
 step=start-brokers
 mkdir -m 0777 "$t/board-db" "$t/shore-db"
@@ -92,15 +109,20 @@ mkdir -m 0777 "$t/board-db" "$t/shore-db"
     echo "persistence_location $t/board-db/"
     echo "log_dest stderr"
     echo "log_type all"
-    sed -e "s#^listener 1883 #listener $board_local #" \
-        -e "s#^listener 8883#listener $board_tls 127.0.0.1#" \
-        -e "s#/etc/mosquitto/certs/#$t/#" \
-        -e "s#/etc/mosquitto/tidewatch.acl#$here/tidewatch.acl#" \
-        "$here/tls-acl.conf"
+    # In the order mosquitto reads /etc/mosquitto/conf.d: bridge.conf,
+    # tidewatch-local.conf (local.conf), tidewatch.conf (tls-acl.conf).
     sed -e "s#^address .*#address 127.0.0.1:$shore_tls#" \
         -e "s#/etc/mosquitto/certs/#$t/#" \
         -e "s#^restart_timeout .*#restart_timeout 1 2#" \
         "$here/bridge.conf"
+    sed -e "s#^listener 1883 #listener $board_local #" \
+        -e "s#/etc/mosquitto/tidewatch.acl#$here/tidewatch.acl#" \
+        -e "s#/etc/mosquitto/tidewatch.passwd#$t/passwd#" \
+        "$here/local.conf"
+    sed -e "s#^listener 8883#listener $board_tls 127.0.0.1#" \
+        -e "s#/etc/mosquitto/certs/#$t/#" \
+        -e "s#/etc/mosquitto/tidewatch.acl#$here/tidewatch.acl#" \
+        "$here/tls-acl.conf"
 } >"$t/board.conf"
 
 cat >"$t/shore.acl" <<'EOF'
@@ -144,6 +166,12 @@ ok
 tls() { # tls CERTNAME: client options for the board's TLS listener
     echo "-h 127.0.0.1 -p $board_tls --cafile $t/ca.crt --cert $t/$1.crt --key $t/$1.key"
 }
+# local_as USER: client options for the board's loopback listener, logged in as USER
+local_as() {
+    local pw=$op_pw
+    [ "$1" = tidewatch ] && pw=$tw_pw
+    echo "-h 127.0.0.1 -p $board_local -u $1 -P $pw"
+}
 # sub_one OUT ARGS...: wait for one message (max 5 s) in the background
 sub_one() {
     local out=$1
@@ -155,7 +183,8 @@ sub_one() {
 
 # ------------------------------------------------------------ ACL
 step="sensor publishes an alarm over TLS, the daemon (loopback) receives it"
-sub_one "$t/a1" -h 127.0.0.1 -p "$board_local" -q 1 -t 'tidewatch/alarm/#'
+# shellcheck disable=SC2046
+sub_one "$t/a1" $(local_as tidewatch) -q 1 -t 'tidewatch/alarm/#'
 # shellcheck disable=SC2046 # word splitting of the option list is intended
 mosquitto_pub $(tls sensor) -q 1 -t tidewatch/alarm/main-engine -m '{"id":"a1"}'
 wait "$sub_pid" || fail "no alarm received: $(cat "$t/a1")"
@@ -165,16 +194,19 @@ ok
 step="sensor cannot read anything"
 # shellcheck disable=SC2046
 sub_one "$t/a2" $(tls sensor) -q 1 -t 'tidewatch/#'
-mosquitto_pub -h 127.0.0.1 -p "$board_local" -q 1 -t tidewatch/diagnosis/main-engine -m '{"alarm_id":"a1"}'
+# shellcheck disable=SC2046
+mosquitto_pub $(local_as tidewatch) -q 1 -t tidewatch/diagnosis/main-engine -m '{"alarm_id":"a1"}'
 if wait "$sub_pid" && grep -q alarm_id "$t/a2"; then fail "sensor read a diagnosis"; fi
 ok
 
 step="operator reads diagnoses but cannot inject alarms"
 # shellcheck disable=SC2046
 sub_one "$t/a3" $(tls operator) -q 1 -t 'tidewatch/diagnosis/#'
-mosquitto_pub -h 127.0.0.1 -p "$board_local" -q 1 -t tidewatch/diagnosis/main-engine -m '{"alarm_id":"a3"}'
+# shellcheck disable=SC2046
+mosquitto_pub $(local_as tidewatch) -q 1 -t tidewatch/diagnosis/main-engine -m '{"alarm_id":"a3"}'
 wait "$sub_pid" || fail "operator got no diagnosis: $(cat "$t/a3")"
-sub_one "$t/a4" -h 127.0.0.1 -p "$board_local" -q 1 -t 'tidewatch/alarm/#'
+# shellcheck disable=SC2046
+sub_one "$t/a4" $(local_as tidewatch) -q 1 -t 'tidewatch/alarm/#'
 # shellcheck disable=SC2046
 mosquitto_pub $(tls operator) -q 1 -t tidewatch/alarm/main-engine -m '{"id":"forged"}' || true
 if wait "$sub_pid" && grep -q forged "$t/a4"; then fail "an operator's forged alarm got through"; fi
@@ -186,6 +218,54 @@ if mosquitto_pub -h 127.0.0.1 -p "$board_tls" --cafile "$t/ca.crt" -t tidewatch/
 fi
 ok
 
+# ------------------------------------------------------------ logins
+step="anonymous clients and a wrong password are refused on the loopback listener"
+# Any local user could otherwise read every alarm and take tidewatch's session.
+for tool in mosquitto_sub mosquitto_pub; do
+    args=(-t tidewatch/alarm/main-engine)
+    [ "$tool" = mosquitto_sub ] && args+=(-E) || args+=(-q 1 -m '{"id":"anon"}')
+    if "$tool" -h 127.0.0.1 -p "$board_local" "${args[@]}" >"$t/anon" 2>&1; then
+        fail "anonymous $tool was let in on the loopback listener"
+    fi
+    grep -q 'not authorised' "$t/anon" || fail "anonymous $tool failed for another reason: $(cat "$t/anon")"
+done
+if mosquitto_sub -h 127.0.0.1 -p "$board_local" -u tidewatch -P not-the-password -t 'tidewatch/#' -E >"$t/anon" 2>&1; then
+    fail "tidewatch's login was let in with a wrong password"
+fi
+grep -q 'not authorised' "$t/anon" || fail "a wrong password failed for another reason: $(cat "$t/anon")"
+ok
+
+# hijack_step WHO OPTIONS...: tidewatch's persistent session holds a QoS 1 alarm
+# that arrived while it was away; WHO connects with tidewatch's client id and a
+# clean session (OPTIONS); tidewatch reconnects and must still get the alarm.
+# mosquitto discards a session when a client with its id connects with clean
+# session, so this holds only if nobody else can get that id.
+tw_id=tidewatch-vessel01
+hijack_step() {
+    local who=$1 id=hijack-$RANDOM
+    shift
+    step="$who asking for tidewatch's client id with a clean session does not discard its queued alarms"
+    # shellcheck disable=SC2046
+    mosquitto_sub $(local_as tidewatch) -i "$tw_id" -c -q 1 -t 'tidewatch/alarm/#' -E ||
+        fail "tidewatch could not open its persistent session"
+    # shellcheck disable=SC2046
+    mosquitto_pub $(tls sensor) -q 1 -t tidewatch/alarm/main-engine -m "{\"id\":\"$id\"}" ||
+        fail "the sensor could not publish"
+    # The intruder's connection is the attack; whether it is then let in or
+    # turned away does not matter here, only what it did to the session.
+    mosquitto_sub "$@" -i "$tw_id" -t 'tidewatch/diagnosis/#' -E >"$t/$id.intruder" 2>&1 || true
+    # shellcheck disable=SC2046
+    mosquitto_sub $(local_as tidewatch) -i "$tw_id" -c -q 1 -t 'tidewatch/alarm/#' -C 1 -W 5 -v >"$t/$id" 2>&1 ||
+        fail "the alarm queued for tidewatch was lost after $who connected as '$tw_id' ($(cat "$t/$id.intruder"))"
+    grep -q "$id" "$t/$id" || fail "unexpected message: $(cat "$t/$id")"
+    ok
+}
+# shellcheck disable=SC2046
+hijack_step "a local user logged in as someone else" $(local_as operator)
+# shellcheck disable=SC2046
+hijack_step "a LAN client with its own certificate" $(tls operator)
+hijack_step "an anonymous local client" -h 127.0.0.1 -p "$board_local"
+
 # ------------------------------------------------------------ bridge
 step="bridge forwards diagnoses to shore, remapped per board"
 bridged() { grep -q 'state 1' < <(mosquitto_sub -h 127.0.0.1 -p "$shore_local" -t fleet/vessel01/bridge/state -C 1 -W 2 -F 'state %p' 2>/dev/null); }
@@ -196,7 +276,8 @@ bridged || fail "bridge did not connect to shore"
 mosquitto_sub -h 127.0.0.1 -p "$shore_local" -c -i shore-desk -q 1 -t 'fleet/vessel01/tidewatch/#' -C 1 -W 5 -v >"$t/b1" 2>&1 &
 sub_pid=$!
 sleep 0.5
-mosquitto_pub -h 127.0.0.1 -p "$board_local" -q 1 -t tidewatch/diagnosis/main-engine -m '{"alarm_id":"b1"}'
+# shellcheck disable=SC2046
+mosquitto_pub $(local_as tidewatch) -q 1 -t tidewatch/diagnosis/main-engine -m '{"alarm_id":"b1"}'
 wait "$sub_pid" || fail "shore got nothing: $(cat "$t/b1")"
 grep -q '^fleet/vessel01/tidewatch/diagnosis/main-engine .*b1' "$t/b1" || fail "unexpected shore message: $(cat "$t/b1")"
 ok
@@ -205,7 +286,8 @@ step="diagnoses published while the link is down arrive when it is back"
 # shellcheck disable=SC2154 # set by start_broker through eval
 kill "$shore_pid"
 wait "$shore_pid" 2>/dev/null || true
-mosquitto_pub -h 127.0.0.1 -p "$board_local" -q 1 -t tidewatch/diagnosis/genset-1 -m '{"alarm_id":"queued"}'
+# shellcheck disable=SC2046
+mosquitto_pub $(local_as tidewatch) -q 1 -t tidewatch/diagnosis/genset-1 -m '{"alarm_id":"queued"}'
 sleep 1
 start_broker shore "$shore_tls"
 mosquitto_sub -h 127.0.0.1 -p "$shore_local" -c -i shore-desk -q 1 -t 'fleet/vessel01/tidewatch/#' -C 1 -W 10 -v >"$t/b2" 2>&1 ||
@@ -213,4 +295,4 @@ mosquitto_sub -h 127.0.0.1 -p "$shore_local" -c -i shore-desk -q 1 -t 'fleet/ves
 grep -q 'queued' "$t/b2" || fail "unexpected shore message: $(cat "$t/b2")"
 ok
 
-echo "selftest: 7 passed, 0 failed"
+echo "selftest: $passed passed, 0 failed"

@@ -94,6 +94,20 @@ impl Broker {
 
     /// Starts (or restarts) a broker on `port` with persistence in `dir`.
     pub fn start_on(port: u16, dir: tempfile::TempDir) -> Self {
+        Self::start_with(
+            port,
+            dir,
+            "max_inflight_messages 20\nmax_queued_messages 5000\n",
+        )
+    }
+
+    /// A broker with mosquitto's stock limits for a subscriber: 20 messages
+    /// in flight, 1000 queued behind them, and silent drops past that.
+    pub fn start_stock() -> Self {
+        Self::start_with(free_port(), tempfile::tempdir().unwrap(), "")
+    }
+
+    fn start_with(port: u16, dir: tempfile::TempDir, limits: &str) -> Self {
         // mosquitto started as root drops to its own user, which must be able
         // to write the persistence file, or sessions vanish on restart.
         std::fs::set_permissions(
@@ -105,7 +119,7 @@ impl Broker {
         std::fs::write(
             &conf,
             format!(
-                "listener {port} 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location {}/\nmax_inflight_messages 20\nmax_queued_messages 5000\n",
+                "listener {port} 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location {}/\n{limits}",
                 dir.path().display()
             ),
         )

@@ -124,3 +124,116 @@ fn qos1_publish_to(p: &[u8], needle: &str) -> Option<u16> {
         .contains(needle)
         .then(|| u16::from_be_bytes([id[0], id[1]]))
 }
+
+/// A proxy that, on the first QoS 1 PUBLISH to a topic containing `needle`
+/// that the broker sends, writes it to the client together with the end of
+/// the connection (FIN right behind it, so the client reads both at once)
+/// and drops the broker side too; later connections pass through. On every
+/// connection it checks the client's PUBACKs against the QoS 1 publishes
+/// the broker sent on that same connection: a PUBACK for a packet id not
+/// outstanding there is an ack handle carried over from a lost connection.
+pub struct CutAfterPublish {
+    pub port: u16,
+    state: Arc<Mutex<CutState>>,
+}
+
+#[derive(Default)]
+struct CutState {
+    cut: bool,
+    /// "connection N: PUBACK for packet id P, not outstanding" for each.
+    stray_acks: Vec<String>,
+}
+
+impl CutAfterPublish {
+    pub async fn start(broker_port: u16, needle: &str) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let state = Arc::new(Mutex::new(CutState::default()));
+        let st = state.clone();
+        let needle = needle.to_string();
+        tokio::spawn(async move {
+            let mut conn = 0u32;
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(broker) = TcpStream::connect(("127.0.0.1", broker_port)).await else {
+                    continue;
+                };
+                conn += 1;
+                let outstanding = Arc::new(Mutex::new(std::collections::HashSet::<u16>::new()));
+                let (mut cr, cw) = client.into_split();
+                let (br, mut bw) = broker.into_split();
+                let (o1, s1) = (outstanding.clone(), st.clone());
+                // Client → broker: check each PUBACK against this connection.
+                tokio::spawn(async move {
+                    let mut buf: Vec<u8> = Vec::new();
+                    let mut chunk = [0u8; 16 * 1024];
+                    loop {
+                        while let Some(len) = packet_len(&buf) {
+                            let p: Vec<u8> = buf.drain(..len).collect();
+                            if p[0] >> 4 == 4 && p.len() >= 4 {
+                                let id = u16::from_be_bytes([p[2], p[3]]);
+                                if !o1.lock().unwrap().remove(&id) {
+                                    s1.lock().unwrap().stray_acks.push(format!(
+                                        "connection {conn}: PUBACK for packet id {id}, not outstanding"
+                                    ));
+                                }
+                            }
+                            if bw.write_all(&p).await.is_err() {
+                                return;
+                            }
+                        }
+                        match cr.read(&mut chunk).await {
+                            Ok(0) | Err(_) => {
+                                let _ = bw.shutdown().await;
+                                return;
+                            }
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                });
+                // Broker → client: note QoS 1 publishes; cut after the target.
+                let (o2, s2, n) = (outstanding, st.clone(), needle.clone());
+                tokio::spawn(async move {
+                    let (mut br, mut cw) = (br, cw);
+                    let mut buf: Vec<u8> = Vec::new();
+                    let mut chunk = [0u8; 16 * 1024];
+                    loop {
+                        while let Some(len) = packet_len(&buf) {
+                            let p: Vec<u8> = buf.drain(..len).collect();
+                            let target = qos1_publish_to(&p, &n);
+                            if let Some(id) = qos1_publish_to(&p, "") {
+                                o2.lock().unwrap().insert(id);
+                            }
+                            let cut = target.is_some() && !s2.lock().unwrap().cut;
+                            if cut {
+                                s2.lock().unwrap().cut = true;
+                                // The publish and the FIN in one go.
+                                let _ = cw.write_all(&p).await;
+                                let _ = cw.shutdown().await;
+                                return;
+                            }
+                            if cw.write_all(&p).await.is_err() {
+                                return;
+                            }
+                        }
+                        match br.read(&mut chunk).await {
+                            Ok(0) | Err(_) => {
+                                let _ = cw.shutdown().await;
+                                return;
+                            }
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                });
+            }
+        });
+        CutAfterPublish { port, state }
+    }
+
+    pub fn cut(&self) -> bool {
+        self.state.lock().unwrap().cut
+    }
+
+    pub fn stray_acks(&self) -> Vec<String> {
+        self.state.lock().unwrap().stray_acks.clone()
+    }
+}

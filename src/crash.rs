@@ -1,0 +1,189 @@
+//! Crash-only on panic: the daemon's panic hook, and the fault hooks that
+//! panic on purpose in the tests.
+//!
+//! A panic inside a tokio task ends only that task (tokio catches it): a dead
+//! worker leaves its alarm unacknowledged and its slot idle, a dead poller
+//! leaves the hub waiting for events that never come, while the process and
+//! its watchdog pings go on. Half alive is worse than dead, so `tidewatch
+//! run` installs `abort_on_panic`: the panic is logged (to journald under
+//! systemd) and the process aborts. systemd restarts it (`Restart=on-failure`),
+//! and the broker redelivers every alarm not yet acknowledged to the
+//! persistent session. Nothing in tidewatch catches a panic to carry on.
+//!
+//! Owns only the hook and the injected panics; it must never decide what to
+//! do with an alarm.
+
+use std::any::Any;
+use std::panic::PanicHookInfo;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CrashError {
+    #[error(
+        "TIDEWATCH_FAULT={0:?} names no injected panic (panic-worker, panic-hub or panic-poller)"
+    )]
+    UnknownFault(String),
+}
+
+/// Where a panic can be injected (cargo feature `fault-injection`,
+/// `TIDEWATCH_FAULT=panic-{place}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// A worker that has just taken an alarm off the queue.
+    Worker,
+    /// The hub, taking in an alarm.
+    Hub,
+    /// The MQTT poller, having read an alarm.
+    Poller,
+}
+
+impl Place {
+    fn name(self) -> &'static str {
+        match self {
+            Place::Worker => "worker",
+            Place::Hub => "hub",
+            Place::Poller => "poller",
+        }
+    }
+}
+
+/// The place a `TIDEWATCH_FAULT` value asks to panic in; None for a value
+/// that is not a panic fault (the slot's and the hub's other faults).
+pub fn panic_place(fault: &str) -> Result<Option<Place>, CrashError> {
+    let Some(name) = fault.strip_prefix("panic-") else {
+        return Ok(None);
+    };
+    [Place::Worker, Place::Hub, Place::Poller]
+        .into_iter()
+        .find(|p| p.name() == name)
+        .map(Some)
+        .ok_or_else(|| CrashError::UnknownFault(fault.to_string()))
+}
+
+/// Fault injection: panics when `TIDEWATCH_FAULT=panic-{place}`. Compiled to
+/// nothing without the `fault-injection` feature. The report names the
+/// caller's line, as a real panic there would.
+#[track_caller]
+pub fn injected_panic(place: Place) {
+    if !cfg!(feature = "fault-injection") {
+        return;
+    }
+    let Ok(fault) = std::env::var("TIDEWATCH_FAULT") else {
+        return;
+    };
+    match panic_place(&fault) {
+        Ok(Some(p)) if p == place => panic!("fault injection: panic-{}", p.name()),
+        Ok(_) => {}
+        // A misspelt fault would otherwise make a test pass for the wrong reason.
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Makes every later panic, on any thread, log itself and abort the process.
+/// Only for `tidewatch run`: a one-shot command keeps Rust's default (the
+/// message on stderr, exit status 101).
+pub fn abort_on_panic() {
+    std::panic::set_hook(Box::new(|info| {
+        let thread = std::thread::current();
+        let report = Report::of(thread.name(), info);
+        // Only when RUST_BACKTRACE asks for one, as Rust's own hook does.
+        let backtrace = std::backtrace::Backtrace::capture();
+        let backtrace = (backtrace.status() == std::backtrace::BacktraceStatus::Captured)
+            .then(|| backtrace.to_string());
+        // The details go into the message itself: `journalctl -u tidewatch`
+        // shows MESSAGE only, not the structured fields.
+        tracing::error!(
+            thread = %report.thread,
+            location = %report.location,
+            backtrace = backtrace.as_deref(),
+            "{}",
+            report.line()
+        );
+        // Not exit(): exit runs destructors and atexit handlers while other
+        // threads (llama.cpp slots) still run. SIGABRT is what systemd's
+        // `Restart=on-failure` and the journal both call a crash.
+        std::process::abort();
+    }));
+}
+
+/// What the hook says about one panic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Report {
+    thread: String,
+    location: String,
+    message: String,
+}
+
+impl Report {
+    fn of(thread: Option<&str>, info: &PanicHookInfo<'_>) -> Self {
+        Report {
+            thread: thread.unwrap_or("unnamed").to_string(),
+            location: info
+                .location()
+                .map_or_else(|| "an unknown place".to_string(), |l| l.to_string()),
+            message: payload_text(info.payload()).to_string(),
+        }
+    }
+
+    fn line(&self) -> String {
+        format!(
+            "panic in thread '{}' at {}: {}; aborting so that systemd restarts tidewatch and unacknowledged alarms are redelivered",
+            self.thread, self.location, self.message
+        )
+    }
+}
+
+/// The text a panic was raised with: `panic!("literal")` carries a `&str`,
+/// a formatted `panic!` a `String`, `panic_any` anything else.
+fn payload_text(payload: &(dyn Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a non-text payload")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_panic_text_is_read_from_literal_and_formatted_payloads() {
+        let literal: Box<dyn Any + Send> = Box::new("index out of range");
+        assert_eq!(payload_text(literal.as_ref()), "index out of range");
+        let formatted: Box<dyn Any + Send> =
+            Box::new(format!("byte index {} is not a char boundary", 5));
+        assert_eq!(
+            payload_text(formatted.as_ref()),
+            "byte index 5 is not a char boundary"
+        );
+        let other: Box<dyn Any + Send> = Box::new(42u32);
+        assert_eq!(payload_text(other.as_ref()), "a non-text payload");
+    }
+
+    #[test]
+    fn the_report_names_thread_place_and_message_and_says_what_follows() {
+        let r = Report {
+            thread: "tokio-rt-worker".into(),
+            location: "src/grounding.rs:338:32".into(),
+            message: "byte index 5 is not a char boundary".into(),
+        };
+        assert_eq!(
+            r.line(),
+            "panic in thread 'tokio-rt-worker' at src/grounding.rs:338:32: byte index 5 is not a char boundary; aborting so that systemd restarts tidewatch and unacknowledged alarms are redelivered"
+        );
+    }
+
+    #[test]
+    fn fault_values_name_a_panic_place_or_none() {
+        assert_eq!(panic_place("panic-worker").unwrap(), Some(Place::Worker));
+        assert_eq!(panic_place("panic-hub").unwrap(), Some(Place::Hub));
+        assert_eq!(panic_place("panic-poller").unwrap(), Some(Place::Poller));
+        assert_eq!(panic_place("stall-after:5").unwrap(), None);
+        assert_eq!(panic_place("slow-intake:3").unwrap(), None);
+        let e = panic_place("panic-slot").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "TIDEWATCH_FAULT=\"panic-slot\" names no injected panic (panic-worker, panic-hub or panic-poller)"
+        );
+    }
+}

@@ -1,0 +1,420 @@
+//! The inbox: alarms taken off the broker and not yet answered, kept on disk
+//! so that tidewatch can acknowledge an alarm as soon as it is durable here,
+//! long before its diagnosis exists. That is what lets a storm larger than
+//! the broker's queue be taken off the broker at disk speed: the broker only
+//! hands a subscriber a small window of unacknowledged messages and silently
+//! drops what overflows its queue behind them.
+//!
+//! One append-only file, `state_dir/inbox.log`, in the `journal` framing. A
+//! record is an `Alarm` (topic and exact payload, replayed at start) or a
+//! `Done` key (its diagnosis is durable in the outbox). Appends are not
+//! fsync'd one by one: the caller appends a burst, calls `sync` once (group
+//! commit) and only then acknowledges the burst's alarms. `Done` records are
+//! never fsync'd: the outbox fsync'd the diagnosis first, and a lost `Done`
+//! only means the alarm is looked up in the outbox at the next start. The
+//! file is bounded by `inbox.max_bytes`; when it is full an append is
+//! refused, and the caller answers that alarm at once instead (triage).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::delivery::Key;
+use crate::journal;
+
+const FILE_MAGIC: &[u8; 4] = b"TWIB";
+const FILE_VERSION: u32 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum InboxError {
+    #[error("inbox {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("inbox {path} is full ({size} of inbox.max_bytes {max} bytes of unanswered alarms)")]
+    Full { path: PathBuf, size: u64, max: u64 },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+enum Rec {
+    Alarm {
+        key: Key,
+        topic: String,
+        payload: Vec<u8>,
+    },
+    Done {
+        key: Key,
+    },
+}
+
+/// An alarm in the inbox, not yet answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Held {
+    pub key: Key,
+    pub topic: String,
+    pub payload: Vec<u8>,
+}
+
+/// What opening found.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct OpenReport {
+    /// Alarms not yet answered, to be replayed.
+    pub pending: usize,
+    /// A partial record at the end (power lost mid-write) was cut off.
+    pub torn_bytes: u64,
+    /// Bytes of damaged records skipped mid-file (a damaged file header too).
+    pub damaged_bytes: u64,
+    /// Why the file could not be rewritten clean at open (a full disk, say):
+    /// the inbox still works, appending after what it read.
+    pub not_compacted: Option<String>,
+}
+
+/// The inbox's bookkeeping, without I/O: which alarms are held, in arrival
+/// order, and how many bytes their records take.
+#[derive(Debug, Default)]
+struct Book {
+    next: u64,
+    order: BTreeMap<u64, Key>,
+    held: HashMap<Key, (u64, Held, u64)>,
+    /// Bytes of the held alarms' records: what a compaction keeps.
+    live_bytes: u64,
+}
+
+impl Book {
+    fn apply(&mut self, r: Rec, bytes: u64) {
+        match r {
+            Rec::Alarm {
+                key,
+                topic,
+                payload,
+            } => {
+                if self.held.contains_key(&key) {
+                    return;
+                }
+                let n = self.next;
+                self.next += 1;
+                self.order.insert(n, key);
+                self.live_bytes += bytes;
+                self.held.insert(
+                    key,
+                    (
+                        n,
+                        Held {
+                            key,
+                            topic,
+                            payload,
+                        },
+                        bytes,
+                    ),
+                );
+            }
+            Rec::Done { key } => {
+                if let Some((n, _, b)) = self.held.remove(&key) {
+                    self.order.remove(&n);
+                    self.live_bytes -= b;
+                }
+            }
+        }
+    }
+}
+
+pub struct Inbox {
+    path: PathBuf,
+    file: File,
+    size: u64,
+    max_bytes: u64,
+    /// Appended since the last `sync`.
+    dirty: bool,
+    book: Book,
+}
+
+impl Inbox {
+    /// Opens `dir/inbox.log`, cutting a torn tail and skipping damaged
+    /// records, and rewrites it with only the alarms still held.
+    pub fn open(dir: &Path, max_bytes: u64) -> Result<(Self, OpenReport), InboxError> {
+        let path = dir.join("inbox.log");
+        let io = |source| InboxError::Io {
+            path: path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let mut file = journal::open_rw(&path).map_err(io)?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(io)?;
+        let mut report = OpenReport::default();
+        let mut book = Book::default();
+        if !bytes.is_empty() {
+            // A damaged header must not cost the alarms behind it: frames
+            // carry their own markers.
+            let start = if bytes.starts_with(FILE_MAGIC) && bytes.len() >= journal::FILE_HEADER {
+                journal::FILE_HEADER
+            } else {
+                0
+            };
+            let p = journal::parse::<Rec>(&bytes, start);
+            report.torn_bytes = (bytes.len() - p.end) as u64;
+            // From 0, the damaged header is among the bytes skipped.
+            report.damaged_bytes = p.damaged;
+            for r in p.records {
+                let n = journal::frame(&r).len() as u64;
+                book.apply(r, n);
+            }
+        }
+        report.pending = book.held.len();
+        let mut inbox = Inbox {
+            path,
+            file,
+            size: bytes.len() as u64,
+            max_bytes,
+            dirty: false,
+            book,
+        };
+        // Start from a clean file: the torn tail and the answered alarms go.
+        // Failing that (a full disk), appending after a torn tail is still
+        // safe, since reading resynchronises on the next good frame; refusing
+        // to start would crash-loop the daemon and answer nothing.
+        if let Err(e) = inbox.compact() {
+            report.not_compacted = Some(e.to_string());
+        }
+        Ok((inbox, report))
+    }
+
+    fn io(&self) -> impl Fn(std::io::Error) -> InboxError + '_ {
+        |source| InboxError::Io {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// Holds an alarm; durable only after the next `sync`. An alarm already
+    /// held is not written again.
+    pub fn append(&mut self, key: Key, topic: &str, payload: &[u8]) -> Result<(), InboxError> {
+        if self.book.held.contains_key(&key) {
+            return Ok(());
+        }
+        let rec = Rec::Alarm {
+            key,
+            topic: topic.to_string(),
+            payload: payload.to_vec(),
+        };
+        let b = journal::frame(&rec);
+        let need = b.len() as u64;
+        if self.size + need > self.max_bytes && self.book.live_bytes + need < self.size {
+            self.compact()?;
+        }
+        if self.size + need > self.max_bytes {
+            return Err(InboxError::Full {
+                path: self.path.clone(),
+                size: self.size,
+                max: self.max_bytes,
+            });
+        }
+        self.file.write_all(&b).map_err(self.io())?;
+        self.size += need;
+        self.dirty = true;
+        self.book.apply(rec, need);
+        Ok(())
+    }
+
+    /// Makes every alarm appended so far durable (one fsync for the burst).
+    pub fn sync(&mut self) -> Result<(), InboxError> {
+        if self.dirty {
+            self.file.sync_data().map_err(self.io())?;
+            self.dirty = false;
+        }
+        Ok(())
+    }
+
+    /// The alarm's diagnosis is durable elsewhere: it need not be replayed.
+    /// Not fsync'd (see the module doc). When nothing is held any more the
+    /// file is cut back to its header, so a quiet inbox costs no disk.
+    pub fn done(&mut self, key: &Key) -> Result<(), InboxError> {
+        if !self.book.held.contains_key(key) {
+            return Ok(());
+        }
+        let rec = Rec::Done { key: *key };
+        let b = journal::frame(&rec);
+        self.book.apply(rec, 0);
+        if self.book.held.is_empty() {
+            return self.compact();
+        }
+        self.file.write_all(&b).map_err(self.io())?;
+        self.size += b.len() as u64;
+        Ok(())
+    }
+
+    /// Rewrites the file with the held alarms only.
+    fn compact(&mut self) -> Result<(), InboxError> {
+        let mut out = journal::header(FILE_MAGIC, FILE_VERSION).to_vec();
+        for key in self.book.order.values() {
+            let (_, h, _) = &self.book.held[key];
+            out.extend_from_slice(&journal::frame(&Rec::Alarm {
+                key: h.key,
+                topic: h.topic.clone(),
+                payload: h.payload.clone(),
+            }));
+        }
+        journal::write_atomic(&self.path, &out).map_err(self.io())?;
+        self.file = journal::open_rw(&self.path).map_err(self.io())?;
+        self.size = out.len() as u64;
+        self.dirty = false;
+        Ok(())
+    }
+
+    /// The held alarms, oldest first: what a restart replays.
+    pub fn held(&self) -> impl Iterator<Item = &Held> {
+        self.book.order.values().map(|k| &self.book.held[k].1)
+    }
+
+    pub fn is_held(&self, key: &Key) -> bool {
+        self.book.held.contains_key(key)
+    }
+
+    pub fn len(&self) -> usize {
+        self.book.held.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.book.held.is_empty()
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn k(i: u8) -> Key {
+        Key([i; 16])
+    }
+
+    fn hold(ib: &mut Inbox, i: u8) {
+        ib.append(
+            k(i),
+            &format!("t/alarm/E{i}"),
+            format!("{{\"n\":{i}}}").as_bytes(),
+        )
+        .unwrap();
+    }
+
+    fn keys(ib: &Inbox) -> Vec<Key> {
+        ib.held().map(|h| h.key).collect()
+    }
+
+    #[test]
+    fn held_alarms_survive_a_restart_in_arrival_order_until_done() {
+        let d = tempfile::tempdir().unwrap();
+        let (mut ib, r) = Inbox::open(d.path(), 1 << 20).unwrap();
+        assert_eq!(r.pending, 0);
+        for i in [3, 1, 2] {
+            hold(&mut ib, i);
+        }
+        ib.sync().unwrap();
+        ib.done(&k(1)).unwrap();
+        drop(ib);
+        let (ib, r) = Inbox::open(d.path(), 1 << 20).unwrap();
+        assert_eq!(r.pending, 2);
+        assert_eq!(keys(&ib), vec![k(3), k(2)]);
+        let h = ib.held().next().unwrap();
+        assert_eq!(
+            (h.topic.as_str(), &h.payload[..]),
+            ("t/alarm/E3", &b"{\"n\":3}"[..])
+        );
+    }
+
+    #[test]
+    fn a_held_alarm_received_again_is_not_written_twice() {
+        let d = tempfile::tempdir().unwrap();
+        let (mut ib, _) = Inbox::open(d.path(), 1 << 20).unwrap();
+        hold(&mut ib, 1);
+        let size = ib.size();
+        hold(&mut ib, 1);
+        assert_eq!(ib.size(), size);
+        assert_eq!(ib.len(), 1);
+    }
+
+    #[test]
+    fn when_nothing_is_held_the_file_is_cut_back_to_its_header() {
+        let d = tempfile::tempdir().unwrap();
+        let (mut ib, _) = Inbox::open(d.path(), 1 << 20).unwrap();
+        for i in 0..50 {
+            hold(&mut ib, i);
+        }
+        for i in 0..50 {
+            ib.done(&k(i)).unwrap();
+        }
+        assert_eq!(ib.size(), journal::FILE_HEADER as u64);
+        let on_disk = std::fs::metadata(d.path().join("inbox.log")).unwrap().len();
+        assert_eq!(on_disk, journal::FILE_HEADER as u64);
+    }
+
+    #[test]
+    fn a_full_inbox_refuses_the_alarm_and_takes_more_once_answered_ones_are_compacted_away() {
+        let d = tempfile::tempdir().unwrap();
+        let (mut ib, _) = Inbox::open(d.path(), 300).unwrap();
+        let mut n = 0u8;
+        let err = loop {
+            match ib.append(k(n), "t/alarm/E", &[b'x'; 40]) {
+                Ok(()) => n += 1,
+                Err(e) => break e,
+            }
+        };
+        assert!(matches!(err, InboxError::Full { .. }), "{err}");
+        assert!(err.to_string().contains("inbox.max_bytes 300"), "{err}");
+        assert!(n >= 2 && ib.size() <= 300);
+        // Answering the first frees room (the `Done` record is only kept
+        // until a compaction needs the space).
+        ib.done(&k(0)).unwrap();
+        ib.done(&k(1)).unwrap();
+        ib.append(k(200), "t/alarm/E", &[b'x'; 40]).unwrap();
+        assert!(ib.size() <= 300);
+        assert!(ib.is_held(&k(200)) && !ib.is_held(&k(0)));
+    }
+
+    #[test]
+    fn a_torn_tail_is_cut_and_damage_mid_file_costs_one_alarm() {
+        let d = tempfile::tempdir().unwrap();
+        let (mut ib, _) = Inbox::open(d.path(), 1 << 20).unwrap();
+        for i in 1..=3 {
+            hold(&mut ib, i);
+        }
+        ib.sync().unwrap();
+        drop(ib);
+        let p = d.path().join("inbox.log");
+        let mut b = std::fs::read(&p).unwrap();
+        let first = journal::FILE_HEADER + 12;
+        b[first + 2] ^= 0xff; // inside the first record's body
+        b.extend_from_slice(&[0xF7, b'T', b'W']); // a torn frame
+        std::fs::write(&p, &b).unwrap();
+        let (ib, r) = Inbox::open(d.path(), 1 << 20).unwrap();
+        assert!(r.torn_bytes > 0 && r.damaged_bytes > 0, "{r:?}");
+        assert_eq!(keys(&ib), vec![k(2), k(3)]);
+    }
+
+    #[test]
+    fn a_damaged_header_costs_no_alarm() {
+        let d = tempfile::tempdir().unwrap();
+        let (mut ib, _) = Inbox::open(d.path(), 1 << 20).unwrap();
+        hold(&mut ib, 1);
+        ib.sync().unwrap();
+        drop(ib);
+        let p = d.path().join("inbox.log");
+        let mut b = std::fs::read(&p).unwrap();
+        b[..4].copy_from_slice(b"XXXX");
+        std::fs::write(&p, &b).unwrap();
+        let (ib, r) = Inbox::open(d.path(), 1 << 20).unwrap();
+        assert_eq!((r.pending, r.damaged_bytes), (1, 8));
+        assert_eq!(keys(&ib), vec![k(1)]);
+        assert!(
+            std::fs::read(&p).unwrap().starts_with(FILE_MAGIC),
+            "rewritten clean"
+        );
+    }
+}

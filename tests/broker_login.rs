@@ -1,0 +1,301 @@
+//! Issue L item 5: the board's loopback listener as shipped
+//! (deploy/mosquitto/local.conf and tidewatch.acl) with the login that
+//! deploy/mosquitto/login.sh writes for install.sh, the real daemon and the
+//! real test model. The daemon gets in with that login and answers alarms; a
+//! local client logged in as somebody else that asks for the daemon's client id
+//! with a clean session cannot make the broker discard the daemon's session and
+//! the alarm queued in it. (deploy/mosquitto/selftest.sh checks the same broker
+//! rules with mosquitto_sub alone, also for anonymous and LAN clients.)
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const T: Duration = Duration::from_secs(240);
+/// tidewatch.acl grants rights under this prefix only.
+const PREFIX: &str = "tidewatch";
+
+/// A mosquitto running the deploy loopback config on a free port, with the
+/// daemon's config and login made by login.sh, and logins for a sensor, an
+/// operator and an intruder (a user the ACL grants nothing).
+struct Board {
+    dir: tempfile::TempDir,
+    port: u16,
+    cfg: PathBuf,
+    broker: Child,
+}
+
+impl Board {
+    fn start() -> Self {
+        let passwd_bin = require_tool("mosquitto_passwd", "mosquitto");
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let port = free_port();
+        let cfg = config(d, port, PREFIX, "", "");
+        let passwd = d.join("passwd");
+        let out = Command::new(repo().join("deploy/mosquitto/login.sh"))
+            .arg(&cfg)
+            .arg(&passwd)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "login.sh failed: {}", text(&out));
+        for (user, pass) in [
+            ("sensor-main-engine", "sensor-secret"),
+            ("operator", "operator-secret"),
+            ("intruder", "intruder-secret"),
+        ] {
+            let out = Command::new(&passwd_bin)
+                .arg("-b")
+                .arg(&passwd)
+                .args([user, pass])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "mosquitto_passwd: {}", text(&out));
+        }
+        let conf = deploy_conf(d, port, &passwd);
+        // mosquitto drops root to its own user, which must read these.
+        for (p, mode) in [(d, 0o755), (&passwd, 0o644), (&conf, 0o644)] {
+            std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode))
+                .unwrap();
+        }
+        let broker = Command::new(mosquitto_bin())
+            .arg("-c")
+            .arg(&conf)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(d.join("mosquitto.log")).unwrap())
+            .spawn()
+            .expect("cannot start mosquitto");
+        let mut b = Board {
+            dir,
+            port,
+            cfg,
+            broker,
+        };
+        let t = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(s)) = b.broker.try_wait() {
+                panic!("mosquitto exited ({s}):\n{}", b.log());
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "mosquitto did not listen on {port}:\n{}",
+                b.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        b
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("mosquitto.log")).unwrap_or_default()
+    }
+
+    /// mosquitto_sub or mosquitto_pub on the loopback listener as `user`.
+    fn tool(&self, tool: &str, user: &str, pass: &str) -> Command {
+        let mut c = Command::new(tool);
+        c.args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &self.port.to_string(),
+            "-u",
+            user,
+            "-P",
+            pass,
+        ]);
+        c
+    }
+
+    /// The operator's persistent subscription to diagnoses, made before any
+    /// alarm so that none can be missed; `operator_reads` collects from it.
+    fn operator_subscribes(&self) {
+        let out = self
+            .tool("mosquitto_sub", "operator", "operator-secret")
+            .args([
+                "-c",
+                "-i",
+                "operator-console",
+                "-q",
+                "1",
+                "-t",
+                "tidewatch/diagnosis/#",
+                "-E",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "operator cannot subscribe: {}\n{}",
+            text(&out),
+            self.log()
+        );
+    }
+
+    /// The first diagnosis queued for the operator, within `T`.
+    fn operator_reads(&self) -> serde_json::Value {
+        let out = self
+            .tool("mosquitto_sub", "operator", "operator-secret")
+            .args([
+                "-c",
+                "-i",
+                "operator-console",
+                "-q",
+                "1",
+                "-t",
+                "tidewatch/diagnosis/#",
+                "-C",
+                "1",
+            ])
+            .args(["-W", &T.as_secs().to_string()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "no diagnosis within {T:?}: {}\nbroker:\n{}",
+            text(&out),
+            self.log()
+        );
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("diagnosis is not JSON ({e}): {}", text(&out)))
+    }
+
+    fn sensor_raises(&self, id: &str) {
+        let body = alarm(
+            id,
+            "ME1",
+            "ME-LO-PRES-LO",
+            "critical",
+            "main_engine_lube_oil",
+            "main engine lube oil inlet pressure low, standby pump started",
+        );
+        let out = self
+            .tool("mosquitto_pub", "sensor-main-engine", "sensor-secret")
+            .args(["-q", "1", "-t", "tidewatch/alarm/ME1", "-m", &body])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "sensor cannot publish: {}",
+            text(&out)
+        );
+    }
+}
+
+impl Drop for Board {
+    fn drop(&mut self) {
+        let _ = self.broker.kill();
+        let _ = self.broker.wait();
+    }
+}
+
+/// deploy/mosquitto/local.conf with this test's port and files in place of the
+/// board's, and the ACL as shipped.
+fn deploy_conf(dir: &Path, port: u16, passwd: &Path) -> PathBuf {
+    let shipped = std::fs::read_to_string(repo().join("deploy/mosquitto/local.conf")).unwrap();
+    let mut conf = format!("log_dest stderr\nlog_type all\n{shipped}");
+    for (from, to) in [
+        (
+            "listener 1883 127.0.0.1",
+            format!("listener {port} 127.0.0.1"),
+        ),
+        (
+            "/etc/mosquitto/tidewatch.passwd",
+            passwd.display().to_string(),
+        ),
+        (
+            "/etc/mosquitto/tidewatch.acl",
+            repo()
+                .join("deploy/mosquitto/tidewatch.acl")
+                .display()
+                .to_string(),
+        ),
+    ] {
+        assert!(
+            conf.contains(from),
+            "local.conf no longer says {from:?}; update this test"
+        );
+        conf = conf.replace(from, &to);
+    }
+    let p = dir.join("mosquitto.conf");
+    std::fs::write(&p, conf).unwrap();
+    p
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn daemon_with_the_login_install_writes_answers_alarms_on_the_deploy_loopback_listener() {
+    let _serial = common::serial();
+    let b = Board::start();
+    let cfg = std::fs::read_to_string(&b.cfg).unwrap();
+    assert!(
+        cfg.contains("username = \"tidewatch\""),
+        "login.sh wrote no username:\n{cfg}"
+    );
+    b.operator_subscribes();
+
+    let d = Daemon::start(&b.cfg, &[]);
+    assert!(
+        d.wait_log("tidewatch ready", T),
+        "daemon never became ready with its login:\n{}\nbroker:\n{}",
+        d.log(),
+        b.log()
+    );
+    b.sensor_raises("login-1");
+    let diag = b.operator_reads();
+    assert_eq!(diag["alarm_id"], "login-1", "{diag}");
+    assert_full_diagnosis_shape(&diag);
+    assert_model_answered(&diag);
+    // The broker took the daemon as user tidewatch, under that name as its id.
+    assert!(b.log().contains("u'tidewatch'"), "{}", b.log());
+}
+
+#[test]
+fn clean_session_under_the_daemons_client_id_from_another_login_keeps_its_queued_alarm() {
+    let _serial = common::serial();
+    let b = Board::start();
+    b.operator_subscribes();
+    let mut d = Daemon::start(&b.cfg, &[]);
+    assert!(
+        d.wait_log("tidewatch ready", T),
+        "{}\nbroker:\n{}",
+        d.log(),
+        b.log()
+    );
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    assert!(
+        d.wait_exit(Duration::from_secs(30)).is_some(),
+        "daemon did not stop:\n{}",
+        d.log()
+    );
+
+    // The daemon is away; the broker holds this alarm in its persistent session.
+    b.sensor_raises("hijack-1");
+    // The daemon's client id is in its config, and predictable anyway.
+    let out = b
+        .tool("mosquitto_sub", "intruder", "intruder-secret")
+        .args(["-i", &format!("tidewatch-test-{PREFIX}"), "-t", "x", "-E"])
+        .output()
+        .unwrap();
+    // Whether the intruder is then let in does not matter, only what its
+    // connection did to the daemon's session.
+    eprintln!("intruder: {}", text(&out));
+
+    let d = Daemon::start(&b.cfg, &[]);
+    let diag = b.operator_reads();
+    assert_eq!(
+        diag["alarm_id"], "hijack-1",
+        "the alarm queued for the daemon was not the first one answered after the intruder:\n{diag}\n{}",
+        d.log()
+    );
+}
