@@ -17,9 +17,9 @@
 //! A bad disk (full, read-only, failing) never makes the outbox fail to open
 //! or lose what it holds: what can be read is delivered, new diagnoses are
 //! kept in memory and reported not durable with the reason, and each store
-//! first tries a rewrite into a fresh file. A store is reported durable only
-//! once it is fsync'd into the file at the outbox's path and that file's
-//! rename is fsync'd into the directory. The file is created 0600.
+//! first tries a rewrite into a fresh file. Entries count as durable only
+//! once `sync` has fsync'd them into the file at the outbox's path and that
+//! file's rename into the directory. The file is created 0600.
 //!
 //! `Book` is the bookkeeping (what is pending, what was delivered, what a
 //! compaction keeps), pure and unit-tested; `Outbox` adds the file I/O.
