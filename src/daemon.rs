@@ -191,7 +191,7 @@ pub async fn run(
         source,
     })?;
     let mqtt_options = mqtt::options(&cfg.mqtt)?;
-    let outbox = open_outbox(&cfg)?;
+    let outbox = open_outbox(&cfg);
     let inbox = open_inbox(&cfg);
     notifier.status("loading model and index");
     let (index, model, slots, counters) = load(&cfg, true).await?;
@@ -249,8 +249,11 @@ pub async fn run(
     Ok(())
 }
 
-fn open_outbox(cfg: &Config) -> Result<Outbox, DaemonError> {
-    let (outbox, report) = Outbox::open(&cfg.state_dir, cfg.outbox.max_bytes)?;
+/// Opens the outbox and says in the journal what it found. Never fails: on a
+/// read-only, full or failing disk the daemon still answers alarms, from
+/// memory, and says why its diagnoses are not on disk.
+fn open_outbox(cfg: &Config) -> Outbox {
+    let (outbox, report) = Outbox::open(&cfg.state_dir, cfg.outbox.max_bytes);
     if report.torn_bytes > 0 {
         tracing::warn!(
             bytes = report.torn_bytes,
@@ -263,8 +266,26 @@ fn open_outbox(cfg: &Config) -> Result<Outbox, DaemonError> {
             "outbox had damaged records; they were skipped and the rest kept"
         );
     }
-    if report.upgraded {
+    if let Some(err) = &report.not_rewritten {
+        tracing::warn!(
+            error = %err,
+            "outbox damage could not be rewritten away; new diagnoses are still stored after it, and it is skipped again at the next start"
+        );
+    }
+    if let Some(err) = &report.not_writable {
+        tracing::error!(
+            error = %err,
+            "outbox cannot be written: what it held is delivered, new diagnoses are kept in memory and delivered from there (their alarms acknowledged only after that), and every diagnosis tries to write it again"
+        );
+    } else if report.upgraded {
         tracing::info!("outbox rewritten in the current format");
+    }
+    if report.remembered < crate::outbox::CACHE_ENTRIES {
+        tracing::info!(
+            remembered = report.remembered,
+            max_bytes = cfg.outbox.max_bytes,
+            "outbox.max_bytes keeps only the newest delivered alarms across restarts (a quarter of it holds their keys)"
+        );
     }
     if report.pending > 0 {
         tracing::info!(
@@ -272,7 +293,7 @@ fn open_outbox(cfg: &Config) -> Result<Outbox, DaemonError> {
             "undelivered diagnoses in the outbox will be delivered"
         );
     }
-    Ok(outbox)
+    outbox
 }
 
 /// The inbox, or None when it cannot be opened at all (an unwritable state
@@ -983,6 +1004,7 @@ impl Hub {
         {
             obj.extend(c);
             obj.insert("outbox_pending".into(), self.outbox.pending_len().into());
+            obj.insert("outbox_writable".into(), self.outbox.writable().into());
             obj.insert(
                 "inbox_pending".into(),
                 self.inbox.as_ref().map_or(0, Inbox::len).into(),

@@ -12,7 +12,14 @@
 //! loses that record only; damage with nothing valid after it is a torn tail
 //! (power lost mid-write) and is cut off. The file is compacted when it would
 //! outgrow `outbox.max_bytes` and whenever nothing is undelivered; delivered
-//! answers never take the room new diagnoses need.
+//! answers never take the room new diagnoses need (at most a quarter of it).
+//!
+//! A bad disk (full, read-only, failing) never makes the outbox fail to open
+//! or lose what it holds: what can be read is delivered, new diagnoses are
+//! kept in memory and reported not durable with the reason, and each store
+//! first tries a rewrite into a fresh file. Entries count as durable only
+//! once `sync` has fsync'd them into the file at the outbox's path and that
+//! file's rename into the directory. The file is created 0600.
 //!
 //! `Book` is the bookkeeping (what is pending, what was delivered, what a
 //! compaction keeps), pure and unit-tested; `Outbox` adds the file I/O.
@@ -20,14 +27,21 @@
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use crate::delivery::Key;
 
-/// Delivered alarms remembered across restarts.
+/// Delivered alarms remembered across restarts, at most (see
+/// `remembered_within`).
 pub const CACHE_ENTRIES: usize = 4096;
+
+/// The delivered alarms' keys get at most this fraction (1/N) of
+/// `outbox.max_bytes`, so that the rest is always there for undelivered
+/// diagnoses.
+const ANSWERED_SHARE: u64 = 4;
 
 const FILE_MAGIC: &[u8; 4] = b"TWOB";
 const FILE_VERSION: u32 = 2;
@@ -46,8 +60,20 @@ pub enum OutboxError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("outbox {path} is full ({size} of outbox.max_bytes {max} undelivered); diagnosis kept in memory only")]
-    Full { path: PathBuf, size: u64, max: u64 },
+    #[error("outbox directory {path} cannot be synced, so the outbox's last rewrite may not survive a power cut: {source}")]
+    DirSync {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("outbox {path} is full: {pending} undelivered diagnoses and the delivered alarms' keys take {size} of outbox.max_bytes {max} bytes; diagnosis kept in memory only")]
+    Full {
+        path: PathBuf,
+        pending: usize,
+        size: u64,
+        max: u64,
+    },
+    #[error("outbox {path} could not be read in full and is left as it is; diagnosis kept in memory only")]
+    Unread { path: PathBuf },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -99,7 +125,7 @@ impl Entry {
 }
 
 /// What opening found.
-#[derive(Debug, Default, Clone, PartialEq)]
+#[derive(Debug, Default)]
 pub struct OpenReport {
     pub records: usize,
     pub pending: usize,
@@ -107,20 +133,53 @@ pub struct OpenReport {
     pub torn_bytes: u64,
     /// Bytes of damaged records skipped mid-file (the records after them kept).
     pub damaged_bytes: u64,
-    /// The file was in the previous format and was rewritten.
+    /// The file was in the previous format (rewritten, unless
+    /// `not_writable` says why not).
     pub upgraded: bool,
+    /// Why new diagnoses cannot go to disk (a read-only, full or failing
+    /// disk, an unreadable file): what the outbox held is still delivered,
+    /// and every store tries to write again.
+    pub not_writable: Option<OutboxError>,
+    /// Why damaged records could not be rewritten away (a full disk): the
+    /// file is still appended to, and the damage is skipped again at the
+    /// next start.
+    pub not_rewritten: Option<OutboxError>,
+    /// Delivered alarms remembered across restarts (see `remembered_within`).
+    pub remembered: usize,
+}
+
+/// How many delivered alarms an outbox of `max_bytes` remembers across
+/// restarts: the newest whose keys fit in their share of it. All 4096 keys
+/// take about 116 KiB; remembering them in a smaller outbox left no room for
+/// diagnoses, so every one was kept in memory only.
+pub fn remembered_within(max_bytes: u64) -> usize {
+    let one = frame(&Rec::Answered { key: Key([0; 16]) }).len() as u64;
+    let n = max_bytes.saturating_sub(FILE_HEADER as u64) / ANSWERED_SHARE / one;
+    usize::try_from(n).map_or(CACHE_ENTRIES, |n| n.min(CACHE_ENTRIES))
 }
 
 /// The outbox's bookkeeping, without I/O.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Book {
     next_seq: u64,
     pending: BTreeMap<u64, Entry>,
     delivered: HashSet<Key>,
     delivered_order: VecDeque<Key>,
+    /// How many delivered keys are kept, the newest: see `remembered_within`.
+    remembered: usize,
 }
 
 impl Book {
+    fn new(remembered: usize) -> Self {
+        Book {
+            next_seq: 0,
+            pending: BTreeMap::new(),
+            delivered: HashSet::new(),
+            delivered_order: VecDeque::new(),
+            remembered,
+        }
+    }
+
     fn apply(&mut self, r: Rec) {
         match r {
             Rec::Put {
@@ -173,7 +232,7 @@ impl Book {
         if self.delivered.insert(key) {
             self.delivered_order.push_back(key);
         }
-        while self.delivered_order.len() > CACHE_ENTRIES {
+        while self.delivered_order.len() > self.remembered {
             if let Some(old) = self.delivered_order.pop_front() {
                 self.delivered.remove(&old);
             }
@@ -204,7 +263,21 @@ impl Book {
 
 pub struct Outbox {
     path: PathBuf,
-    file: File,
+    /// Where records are appended: the file at `path`, open for writing.
+    /// None while there is no such file this process can trust (a read-only
+    /// or full disk, a failed write): stores are then kept in memory, and
+    /// each first tries a compaction, which is what makes a fresh file once
+    /// the disk takes writes again.
+    file: Option<File>,
+    /// The last compaction's rename has not been fsync'd into its directory:
+    /// a crash may still bring back the old file, so nothing appended to the
+    /// new one counts as durable until a directory fsync succeeds.
+    unsynced_rename: bool,
+    /// Entries were appended since the last fsync: `sync` owes one.
+    unsynced_entries: bool,
+    /// The file at `path` could not be read in full. It is never replaced,
+    /// so records that could not be read stay there for the operator.
+    unread: bool,
     size: u64,
     max_bytes: u64,
     book: Book,
@@ -303,7 +376,31 @@ fn header() -> [u8; FILE_HEADER] {
 fn sync_dir(dir: &Path) -> std::io::Result<()> {
     #[cfg(test)]
     tests::DIR_SYNCS.with(|s| s.borrow_mut().push(dir.to_path_buf()));
+    fault(Step::DirSync)?;
     File::open(dir)?.sync_all()
+}
+
+/// The disk operations a unit test can make fail, as a failing disk would
+/// (see `tests::FAIL`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Step {
+    /// Opening the outbox for writing (a read-only file system).
+    Open,
+    /// Writing records or a compacted file (a full disk).
+    Write,
+    /// Renaming a compacted file into place.
+    Rename,
+    /// Fsyncing the directory after a rename.
+    DirSync,
+}
+
+fn fault(step: Step) -> std::io::Result<()> {
+    #[cfg(test)]
+    if let Some(errno) = tests::FAIL.with(|f| f.borrow().get(&step).copied()) {
+        return Err(std::io::Error::from(errno));
+    }
+    let _ = step;
+    Ok(())
 }
 
 /// How a `put` went: the entry number, and why it is not on disk if it is not.
@@ -314,84 +411,178 @@ pub struct Stored {
 }
 
 impl Outbox {
-    pub fn open(dir: &Path, max_bytes: u64) -> Result<(Self, OpenReport), OutboxError> {
-        let path = dir.join("outbox.log");
-        let io = |source| OutboxError::Io {
-            path: path.clone(),
-            source,
+    /// Opens the outbox in `dir`, creating it if needed. Never fails: a disk
+    /// that cannot be written (read-only, full, failing) must not stop the
+    /// daemon, or systemd restarts it in a loop and no alarm is answered.
+    /// What can be read is kept and delivered; `OpenReport` says what could
+    /// not be done and why, and stores are kept in memory until a write
+    /// succeeds (each store tries a rewrite first).
+    pub fn open(dir: &Path, max_bytes: u64) -> (Self, OpenReport) {
+        let remembered = remembered_within(max_bytes);
+        let mut ob = Outbox {
+            path: dir.join("outbox.log"),
+            file: None,
+            unsynced_rename: false,
+            unsynced_entries: false,
+            unread: false,
+            size: 0,
+            max_bytes,
+            book: Book::new(remembered),
         };
-        std::fs::create_dir_all(dir).map_err(io)?;
-        let existed = path.exists();
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(io)?;
-        if !existed {
-            sync_dir(dir).map_err(io)?;
-        }
+        let mut report = OpenReport {
+            remembered,
+            ..OpenReport::default()
+        };
         let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).map_err(io)?;
-        let mut report = OpenReport::default();
-        let (recs, rewrite) = if bytes.is_empty() {
-            file.write_all(&header()).map_err(io)?;
-            file.sync_data().map_err(io)?;
-            bytes.extend_from_slice(&header());
-            (Vec::new(), false)
-        } else if bytes.starts_with(FILE_MAGIC) && bytes.len() >= FILE_HEADER {
+        match ob.open_writable(dir) {
+            Ok(mut f) => match f.read_to_end(&mut bytes) {
+                Ok(_) => ob.file = Some(f),
+                Err(source) => {
+                    ob.unread = true;
+                    report.not_writable = Some(ob.io(source));
+                }
+            },
+            Err(err) => {
+                report.not_writable = Some(err);
+                match File::open(&ob.path) {
+                    Ok(mut f) => {
+                        if let Err(source) = f.read_to_end(&mut bytes) {
+                            ob.unread = true;
+                            report.not_writable = Some(ob.io(source));
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(source) => {
+                        ob.unread = true;
+                        report.not_writable = Some(ob.io(source));
+                    }
+                }
+            }
+        }
+        let mut rewrite = false;
+        let recs = if bytes.len() < FILE_HEADER {
+            // New, or left by a start that could not finish writing its
+            // header: no record fits in fewer bytes.
+            if let Some(f) = ob.file.as_mut() {
+                match fresh_header(f) {
+                    Ok(()) => bytes = header().to_vec(),
+                    Err(source) => {
+                        ob.file = None;
+                        report.not_writable = Some(ob.io(source));
+                    }
+                }
+            }
+            Vec::new()
+        } else if bytes.starts_with(FILE_MAGIC) {
             let (recs, end, damaged) = parse(&bytes, FILE_HEADER);
             report.torn_bytes = (bytes.len() - end) as u64;
             report.damaged_bytes = damaged;
             if report.torn_bytes > 0 {
                 // Cut the torn tail so new records follow a clean one.
-                file.set_len(end as u64).map_err(io)?;
-                file.sync_all().map_err(io)?;
+                if let Some(f) = ob.file.as_mut() {
+                    if let Err(source) = f.set_len(end as u64).and_then(|()| f.sync_all()) {
+                        ob.file = None;
+                        report.not_writable = Some(ob.io(source));
+                    }
+                }
                 bytes.truncate(end);
             }
-            (recs, damaged > 0)
+            rewrite = damaged > 0;
+            recs
         } else {
+            // Frames appended to a file in another format, or behind a
+            // damaged header, would be misread at the next start: only a
+            // rewrite makes this file writable.
+            ob.file = None;
+            rewrite = true;
             // A damaged file header must not cost the records behind it: a
             // format-1 file has no frame markers, so frames that check out
             // mean format 2.
             let (recs, _, _) = parse(&bytes, 0);
             if recs.is_empty() {
                 report.upgraded = true;
-                (parse_v1(&bytes), true)
+                parse_v1(&bytes)
             } else {
                 report.damaged_bytes = FILE_HEADER as u64;
-                (recs, true)
+                recs
             }
         };
-        file.seek(SeekFrom::End(0)).map_err(io)?;
-        let mut ob = Outbox {
-            path: path.clone(),
-            file,
-            size: bytes.len() as u64,
-            max_bytes,
-            book: Book::default(),
-        };
+        ob.size = bytes.len() as u64;
+        if let Some(f) = ob.file.as_mut() {
+            if let Err(source) = f.seek(SeekFrom::End(0)) {
+                ob.file = None;
+                report.not_writable = Some(ob.io(source));
+            }
+        }
         report.records = recs.len();
         for r in recs {
             ob.book.apply(r);
         }
         report.pending = ob.book.pending.len();
-        if rewrite {
-            ob.compact()?;
+        if rewrite || ob.file.is_none() {
+            match ob.compact() {
+                Ok(()) => report.not_writable = None,
+                Err(err) if ob.writable() => report.not_rewritten = Some(err),
+                Err(err) => {
+                    report.not_writable.get_or_insert(err);
+                }
+            }
         }
-        Ok((ob, report))
+        (ob, report)
+    }
+
+    /// The outbox file, opened (or created) for reading and appending, and
+    /// made private: diagnoses name the fleet's equipment and its faults.
+    fn open_writable(&self, dir: &Path) -> Result<File, OutboxError> {
+        let io = |source| self.io(source);
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let existed = self.path.exists();
+        fault(Step::Open).map_err(io)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&self.path)
+            .map_err(io)?;
+        if existed {
+            // One written by an older tidewatch was created 0644; a file
+            // system that refuses the change still has a usable outbox.
+            if file.metadata().is_ok_and(|m| m.mode() & 0o077 != 0) {
+                let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
+            }
+        } else {
+            sync_dir(dir).map_err(|source| OutboxError::DirSync {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        Ok(file)
+    }
+
+    fn io(&self, source: std::io::Error) -> OutboxError {
+        OutboxError::Io {
+            path: self.path.clone(),
+            source,
+        }
     }
 
     fn append(&mut self, rec: &Rec, sync: bool) -> Result<(), OutboxError> {
-        let io = |source| OutboxError::Io {
-            path: self.path.clone(),
-            source,
-        };
         let b = frame(rec);
-        self.file.write_all(&b).map_err(io)?;
-        if sync {
-            self.file.sync_data().map_err(io)?;
+        let Some(file) = self.file.as_mut() else {
+            return Err(self.io(std::io::ErrorKind::NotFound.into()));
+        };
+        let written = fault(Step::Write)
+            .and_then(|()| file.write_all(&b))
+            .and_then(|()| if sync { file.sync_data() } else { Ok(()) });
+        if let Err(source) = written {
+            // After a failed write or fsync, what reached the disk is
+            // unknown, and a later fsync may succeed for pages the kernel
+            // has dropped: nothing more goes into this file. The next store
+            // rewrites the outbox from memory into a fresh one.
+            self.file = None;
+            return Err(self.io(source));
         }
         self.size += b.len() as u64;
         Ok(())
@@ -413,38 +604,75 @@ impl Outbox {
             payload: payload.to_vec(),
             durable: false,
         };
-        let rec = e.record();
-        let need = frame(&rec).len() as u64;
-        let mut not_durable = None;
-        if self.size + need > self.max_bytes {
-            if let Err(err) = self.compact() {
-                not_durable = Some(err);
-            }
-        }
-        if not_durable.is_none() {
-            if self.size + need > self.max_bytes {
-                not_durable = Some(OutboxError::Full {
-                    path: self.path.clone(),
-                    size: self.size,
-                    max: self.max_bytes,
-                });
-            } else if let Err(err) = self.append(&rec, false) {
-                not_durable = Some(err);
-            } else {
-                e.durable = true;
-            }
-        }
+        let not_durable = self.store(&e.record()).err();
+        e.durable = not_durable.is_none();
         let seq = e.seq;
         self.book.pending.insert(seq, e);
         Stored { seq, not_durable }
     }
 
-    /// Makes every entry written so far durable.
+    /// Appends `rec` (fsync'd by the next `sync`), or says why it is not
+    /// written.
+    fn store(&mut self, rec: &Rec) -> Result<(), OutboxError> {
+        self.forget_a_file_not_at_the_path();
+        let need = frame(rec).len() as u64;
+        if self.file.is_none() || self.size + need > self.max_bytes {
+            self.compact()?;
+        }
+        if self.size + need > self.max_bytes {
+            return Err(OutboxError::Full {
+                path: self.path.clone(),
+                pending: self.book.pending.values().filter(|e| e.durable).count(),
+                size: self.size,
+                max: self.max_bytes,
+            });
+        }
+        if self.unsynced_rename {
+            self.sync_rename()?;
+        }
+        self.append(rec, false)?;
+        self.unsynced_entries = true;
+        Ok(())
+    }
+
+    /// A write to a file that is no longer at the outbox's path (removed, or
+    /// replaced by a rename this process lost track of) would be found by no
+    /// later start: such a file is dropped, and the next write rewrites the
+    /// outbox from memory.
+    fn forget_a_file_not_at_the_path(&mut self) {
+        if self
+            .file
+            .as_ref()
+            .is_some_and(|f| !same_file(f, &self.path))
+        {
+            self.file = None;
+        }
+    }
+
+    /// Makes every entry written so far durable, or says why they are not.
     pub fn sync(&mut self) -> Result<(), OutboxError> {
-        self.file.sync_data().map_err(|source| OutboxError::Io {
-            path: self.path.clone(),
-            source,
-        })
+        if !self.unsynced_entries && !self.unsynced_rename {
+            return Ok(());
+        }
+        self.forget_a_file_not_at_the_path();
+        match self.file.as_mut() {
+            Some(f) => {
+                if let Err(source) = fault(Step::Write).and_then(|()| f.sync_data()) {
+                    // As after a failed write: what reached the disk is
+                    // unknown, and a second fsync may lie.
+                    self.file = None;
+                    return Err(self.io(source));
+                }
+            }
+            // The file those entries went to failed or is gone; they are
+            // still in memory, and a rewrite puts them on disk.
+            None => self.compact()?,
+        }
+        if self.unsynced_rename {
+            self.sync_rename()?;
+        }
+        self.unsynced_entries = false;
+        Ok(())
     }
 
     /// Marks a diagnosis as accepted by the broker. Not fsync'd: losing this
@@ -455,6 +683,11 @@ impl Outbox {
         };
         let durable = e.durable;
         self.book.apply(Rec::Ack { seq });
+        // With no file to append to, the rewrite that makes one records
+        // this delivery: it writes what the book holds.
+        if self.file.is_none() {
+            return Ok(());
+        }
         if durable {
             self.append(&Rec::Ack { seq }, false)?;
         }
@@ -464,33 +697,72 @@ impl Outbox {
         Ok(())
     }
 
-    /// Rewrites the file with the delivered keys and the undelivered entries.
+    /// Rewrites the file with the delivered keys and the undelivered entries
+    /// that were on disk, and appends to the new file from then on.
     pub fn compact(&mut self) -> Result<(), OutboxError> {
-        let io = |source| OutboxError::Io {
-            path: self.path.clone(),
-            source,
-        };
+        if self.unread {
+            return Err(OutboxError::Unread {
+                path: self.path.clone(),
+            });
+        }
         let tmp = self.path.with_extension("tmp");
         let mut out = header().to_vec();
         for r in self.book.compacted() {
             out.extend_from_slice(&frame(&r));
         }
-        {
-            let mut f = File::create(&tmp).map_err(io)?;
-            f.write_all(&out).map_err(io)?;
-            f.sync_all().map_err(io)?;
+        let new = match write_new(&tmp, &out) {
+            Ok(f) => f,
+            Err(source) => {
+                // On a full disk, a partial copy holds the room the next
+                // attempt needs.
+                let _ = std::fs::remove_file(&tmp);
+                return Err(OutboxError::Io { path: tmp, source });
+            }
+        };
+        if let Err(source) = fault(Step::Rename).and_then(|()| std::fs::rename(&tmp, &self.path)) {
+            let _ = std::fs::remove_file(&tmp);
+            // A failed rename normally changes nothing; if the old file is
+            // nevertheless gone from the path, take whichever is there.
+            if !self.file.as_ref().is_some_and(|f| same_file(f, &self.path)) {
+                self.file = None;
+                if same_file(&new, &self.path) {
+                    self.adopt(new, out.len() as u64);
+                }
+            }
+            return Err(self.io(source));
         }
-        std::fs::rename(&tmp, &self.path).map_err(io)?;
-        if let Some(dir) = self.path.parent() {
-            sync_dir(dir).map_err(io)?;
-        }
-        self.file = OpenOptions::new()
-            .append(true)
-            .read(true)
-            .open(&self.path)
-            .map_err(io)?;
-        self.size = out.len() as u64;
+        // The path names the new file now: appending to the old handle would
+        // write to an unlinked file, and report it durable.
+        self.adopt(new, out.len() as u64);
+        // Every entry written so far is in the new file, fsync'd.
+        self.unsynced_entries = false;
+        self.sync_rename()
+    }
+
+    /// Appends go to `file`, just renamed into place, from now on.
+    fn adopt(&mut self, file: File, size: u64) {
+        self.file = Some(file);
+        self.size = size;
+        self.unsynced_rename = true;
+    }
+
+    /// Makes the last rename survive a power cut. Until this succeeds, a
+    /// crash may bring back the old file, so no store counts as durable.
+    fn sync_rename(&mut self) -> Result<(), OutboxError> {
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        sync_dir(dir).map_err(|source| OutboxError::DirSync {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        self.unsynced_rename = false;
         Ok(())
+    }
+
+    /// False while new diagnoses cannot go to disk for a reason other than
+    /// the bound (the disk is read-only, full or failing); each store tries
+    /// again.
+    pub fn writable(&self) -> bool {
+        self.file.is_some() && !self.unsynced_rename
     }
 
     /// Undelivered entries, oldest first.
@@ -516,6 +788,41 @@ impl Outbox {
     }
 }
 
+/// Writes a new private file at `path` holding `bytes`, fsync'd, and returns
+/// it open for appending.
+fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<File> {
+    // A stale one (a crash mid-compaction) would keep its mode and its room.
+    let _ = std::fs::remove_file(path);
+    fault(Step::Open)?;
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    fault(Step::Write)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    Ok(f)
+}
+
+/// Starts an outbox file afresh: just the header, fsync'd.
+fn fresh_header(f: &mut File) -> std::io::Result<()> {
+    f.set_len(0)?;
+    f.seek(SeekFrom::Start(0))?;
+    fault(Step::Write)?;
+    f.write_all(&header())?;
+    f.sync_data()
+}
+
+/// Whether `f` is the file `path` names.
+fn same_file(f: &File, path: &Path) -> bool {
+    match (f.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -523,6 +830,47 @@ pub(crate) mod tests {
 
     thread_local! {
         pub(crate) static DIR_SYNCS: RefCell<Vec<PathBuf>> = const { RefCell::new(Vec::new()) };
+        /// Disk operations that fail on this thread, and how (see `fault`).
+        pub(super) static FAIL: RefCell<std::collections::HashMap<Step, nix::errno::Errno>> =
+            RefCell::new(std::collections::HashMap::new());
+    }
+
+    /// Makes `step` fail from now on, with the error a bad disk gives.
+    fn fail(step: Step) {
+        use nix::errno::Errno;
+        let errno = match step {
+            Step::Open => Errno::EROFS,
+            Step::Write => Errno::ENOSPC,
+            Step::Rename | Step::DirSync => Errno::EIO,
+        };
+        FAIL.with(|f| f.borrow_mut().insert(step, errno));
+    }
+
+    /// The disk works again.
+    fn heal() {
+        FAIL.with(|f| f.borrow_mut().clear());
+    }
+
+    /// Runs `f` with the process umask set to `mask`. The umask is
+    /// process-wide, so tests that set it take turns.
+    pub(crate) fn with_umask<T>(mask: u32, f: impl FnOnce() -> T) -> T {
+        use nix::sys::stat::{umask, Mode};
+        static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let old = umask(Mode::from_bits_truncate(mask));
+        let out = f();
+        umask(old);
+        out
+    }
+
+    fn open(dir: &Path, max_bytes: u64) -> (Outbox, OpenReport) {
+        Outbox::open(dir, max_bytes)
+    }
+
+    fn key_n(i: u32) -> Key {
+        let mut k = [0u8; 16];
+        k[..4].copy_from_slice(&i.to_le_bytes());
+        Key(k)
     }
 
     fn key(i: u8) -> Key {
@@ -537,7 +885,7 @@ pub(crate) mod tests {
 
     /// An outbox file holding three undelivered entries, a1 a2 a3.
     fn three_entries(dir: &Path) -> PathBuf {
-        let (mut ob, _) = Outbox::open(dir, 1 << 20).unwrap();
+        let (mut ob, _) = open(dir, 1 << 20);
         for i in 1..=3 {
             put(&mut ob, i, format!("payload {i}").as_bytes());
         }
@@ -551,12 +899,12 @@ pub(crate) mod tests {
     #[test]
     fn entries_survive_reopen_until_acked_and_acked_alarms_are_remembered() {
         let d = tempfile::tempdir().unwrap();
-        let (mut ob, _) = Outbox::open(d.path(), 1 << 20).unwrap();
+        let (mut ob, _) = open(d.path(), 1 << 20);
         let a = put(&mut ob, 1, b"one");
         let b = put(&mut ob, 2, b"two");
         ob.ack(a).unwrap();
         drop(ob);
-        let (ob, r) = Outbox::open(d.path(), 1 << 20).unwrap();
+        let (ob, r) = open(d.path(), 1 << 20);
         assert_eq!(r.pending, 1);
         let p: Vec<&Entry> = ob.pending().collect();
         assert_eq!(
@@ -574,14 +922,14 @@ pub(crate) mod tests {
         let f = OpenOptions::new().write(true).open(&p).unwrap();
         f.set_len(len - 3).unwrap();
         drop(f);
-        let (mut ob, r) = Outbox::open(d.path(), 1 << 20).unwrap();
+        let (mut ob, r) = open(d.path(), 1 << 20);
         assert!(r.torn_bytes > 0);
         assert_eq!(r.damaged_bytes, 0);
         assert_eq!(pending_ids(&ob), vec!["a1", "a2"]);
         // New records append cleanly after the cut.
         put(&mut ob, 4, b"four");
         drop(ob);
-        let (ob, r) = Outbox::open(d.path(), 1 << 20).unwrap();
+        let (ob, r) = open(d.path(), 1 << 20);
         assert_eq!(r.torn_bytes, 0);
         assert_eq!(pending_ids(&ob), vec!["a1", "a2", "a4"]);
     }
@@ -595,13 +943,13 @@ pub(crate) mod tests {
         let at = b.windows(9).position(|w| w == b"payload 1").unwrap();
         b[at] ^= 0xff;
         std::fs::write(&p, b).unwrap();
-        let (ob, r) = Outbox::open(d.path(), 1 << 20).unwrap();
+        let (ob, r) = open(d.path(), 1 << 20);
         assert!(r.damaged_bytes > 0, "{r:?}");
         assert_eq!(r.torn_bytes, 0, "{r:?}");
         assert_eq!(pending_ids(&ob), vec!["a2", "a3"]);
         drop(ob);
         // The damage was rewritten away.
-        let (ob, r) = Outbox::open(d.path(), 1 << 20).unwrap();
+        let (ob, r) = open(d.path(), 1 << 20);
         assert_eq!((r.damaged_bytes, r.torn_bytes), (0, 0));
         assert_eq!(pending_ids(&ob), vec!["a2", "a3"]);
     }
@@ -614,7 +962,7 @@ pub(crate) mod tests {
         // The first frame's length field claims far more than the file has.
         b[FILE_HEADER + 7] = 0x7f;
         std::fs::write(&p, b).unwrap();
-        let (ob, r) = Outbox::open(d.path(), 1 << 20).unwrap();
+        let (ob, r) = open(d.path(), 1 << 20);
         assert!(r.damaged_bytes > 0, "{r:?}");
         assert_eq!(pending_ids(&ob), vec!["a2", "a3"]);
     }
@@ -636,11 +984,10 @@ pub(crate) mod tests {
                 b.truncate(rng.gen_range(0..b.len()));
             }
             std::fs::write(&p, &b).unwrap();
-            if let Ok((ob, _)) = Outbox::open(d.path(), 1 << 20) {
-                for e in ob.pending() {
-                    let i = e.alarm_id.trim_start_matches('a');
-                    assert_eq!(e.payload, format!("payload {i}").as_bytes());
-                }
+            let (ob, _) = open(d.path(), 1 << 20);
+            for e in ob.pending() {
+                let i = e.alarm_id.trim_start_matches('a');
+                assert_eq!(e.payload, format!("payload {i}").as_bytes());
             }
         }
     }
@@ -648,7 +995,7 @@ pub(crate) mod tests {
     #[test]
     fn delivered_answers_never_fill_the_outbox() {
         let d = tempfile::tempdir().unwrap();
-        let (mut ob, _) = Outbox::open(d.path(), 4096).unwrap();
+        let (mut ob, _) = open(d.path(), 4096);
         let big = vec![b'x'; 1500];
         for i in 0..50u8 {
             let s = ob.put(key(i), "a", "t", &big);
@@ -660,14 +1007,17 @@ pub(crate) mod tests {
             ob.ack(s.seq).unwrap();
             assert!(ob.size() <= 4096);
         }
-        // And the answers are still remembered, by key, without their payloads.
-        assert_eq!(ob.delivered().count(), 50);
+        // And the newest answers are still remembered, by key, without
+        // their payloads, as many as fit in their share of the bound.
+        let kept: Vec<Key> = ob.delivered().copied().collect();
+        assert_eq!(kept.len(), remembered_within(4096).min(50));
+        assert_eq!(kept.last(), Some(&key(49)));
     }
 
     #[test]
     fn undelivered_diagnoses_past_the_bound_are_kept_in_memory_and_still_delivered() {
         let d = tempfile::tempdir().unwrap();
-        let (mut ob, _) = Outbox::open(d.path(), 4096).unwrap();
+        let (mut ob, _) = open(d.path(), 4096);
         let big = vec![b'x'; 1500];
         put(&mut ob, 1, &big);
         put(&mut ob, 2, &big);
@@ -677,14 +1027,14 @@ pub(crate) mod tests {
         assert!(!ob.get(s.seq).unwrap().durable);
         ob.ack(s.seq).unwrap();
         drop(ob);
-        let (ob, _) = Outbox::open(d.path(), 4096).unwrap();
+        let (ob, _) = open(d.path(), 4096);
         assert_eq!(pending_ids(&ob), vec!["a1", "a2"]);
     }
 
     #[test]
     fn compaction_syncs_the_directory_after_the_rename() {
         let d = tempfile::tempdir().unwrap();
-        let (mut ob, _) = Outbox::open(d.path(), 1 << 20).unwrap();
+        let (mut ob, _) = open(d.path(), 1 << 20);
         put(&mut ob, 1, b"x");
         DIR_SYNCS.with(|s| s.borrow_mut().clear());
         ob.compact().unwrap();
@@ -692,9 +1042,8 @@ pub(crate) mod tests {
         assert_eq!(synced, vec![d.path().to_path_buf()]);
     }
 
-    #[test]
-    fn a_format_1_file_is_read_and_rewritten() {
-        let d = tempfile::tempdir().unwrap();
+    /// A format-1 outbox: a1 delivered, a2 not.
+    fn format_1_file(dir: &Path) {
         let mut old = Vec::new();
         for r in [
             Rec::Put {
@@ -716,14 +1065,251 @@ pub(crate) mod tests {
             old.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
             old.extend_from_slice(&body);
         }
-        std::fs::write(d.path().join("outbox.log"), old).unwrap();
-        let (mut ob, r) = Outbox::open(d.path(), 1 << 20).unwrap();
+        std::fs::write(dir.join("outbox.log"), old).unwrap();
+    }
+
+    #[test]
+    fn a_format_1_file_is_read_and_rewritten() {
+        let d = tempfile::tempdir().unwrap();
+        format_1_file(d.path());
+        let (mut ob, r) = open(d.path(), 1 << 20);
         assert!(r.upgraded);
         assert_eq!(pending_ids(&ob), vec!["a2"]);
         assert!(put(&mut ob, 3, b"three") > 2, "sequence numbers continue");
         drop(ob);
-        let (ob, r) = Outbox::open(d.path(), 1 << 20).unwrap();
+        let (ob, r) = open(d.path(), 1 << 20);
         assert!(!r.upgraded);
         assert_eq!(pending_ids(&ob), vec!["a2", "a3"]);
+    }
+
+    #[test]
+    fn a_small_outbox_still_stores_diagnoses_after_thousands_of_deliveries() {
+        // Issue L6: the delivered-alarm memory alone outgrew outbox.max_bytes
+        // and every later diagnosis was kept in memory only.
+        let d = tempfile::tempdir().unwrap();
+        let max = 8192;
+        let (mut ob, _) = open(d.path(), max);
+        let payload = vec![b'x'; 400];
+        for i in 0..600u32 {
+            let s = ob.put(key_n(i), &format!("a{i}"), "t/diagnosis/X", &payload);
+            if let Some(e) = &s.not_durable {
+                panic!("diagnosis {i} not stored in a {max}-byte outbox: {e}");
+            }
+            ob.ack(s.seq).unwrap();
+            assert!(ob.size() <= max, "outbox grew to {} bytes", ob.size());
+        }
+        let remembered: Vec<Key> = ob.delivered().copied().collect();
+        assert_eq!(remembered.last(), Some(&key_n(599)), "the newest are kept");
+        assert!(
+            remembered.len() >= 8,
+            "only {} remembered",
+            remembered.len()
+        );
+        drop(ob);
+        let (ob, _) = open(d.path(), max);
+        assert_eq!(ob.delivered().copied().collect::<Vec<_>>(), remembered);
+    }
+
+    #[test]
+    fn after_a_failed_directory_fsync_stores_go_to_the_file_at_the_outbox_path() {
+        let d = tempfile::tempdir().unwrap();
+        let (mut ob, _) = open(d.path(), 1 << 20);
+        put(&mut ob, 1, b"one");
+        fail(Step::DirSync);
+        assert!(ob.compact().is_err());
+        heal();
+        put(&mut ob, 2, b"two");
+        drop(ob);
+        let (ob, _) = open(d.path(), 1 << 20);
+        assert_eq!(
+            pending_ids(&ob),
+            vec!["a1", "a2"],
+            "a2 was reported durable"
+        );
+    }
+
+    #[test]
+    fn stores_are_not_durable_while_a_compaction_rename_is_not_synced() {
+        let d = tempfile::tempdir().unwrap();
+        let (mut ob, _) = open(d.path(), 1 << 20);
+        put(&mut ob, 1, b"one");
+        fail(Step::DirSync);
+        assert!(ob.compact().is_err());
+        let s = ob.put(key(2), "a2", "t/diagnosis/X", b"two");
+        assert!(
+            s.not_durable.is_some(),
+            "a store after a rename that may not survive a power cut was reported durable"
+        );
+        assert!(!ob.get(s.seq).unwrap().durable);
+        heal();
+        put(&mut ob, 3, b"three");
+        drop(ob);
+        let (ob, _) = open(d.path(), 1 << 20);
+        assert_eq!(pending_ids(&ob), vec!["a1", "a3"]);
+    }
+
+    #[test]
+    fn a_failed_compaction_keeps_the_old_file_and_leaves_no_temp_file() {
+        for step in [Step::Open, Step::Write, Step::Rename] {
+            let d = tempfile::tempdir().unwrap();
+            let (mut ob, _) = open(d.path(), 1 << 20);
+            put(&mut ob, 1, b"one");
+            fail(step);
+            assert!(ob.compact().is_err(), "{step:?}");
+            assert!(
+                !d.path().join("outbox.tmp").exists(),
+                "a compaction failing at {step:?} left outbox.tmp behind"
+            );
+            heal();
+            put(&mut ob, 2, b"two");
+            drop(ob);
+            let (ob, _) = open(d.path(), 1 << 20);
+            assert_eq!(pending_ids(&ob), vec!["a1", "a2"], "{step:?}");
+        }
+    }
+
+    #[test]
+    fn a_damaged_outbox_on_a_full_disk_opens_and_delivers_what_it_holds() {
+        let d = tempfile::tempdir().unwrap();
+        let p = three_entries(d.path());
+        let mut b = std::fs::read(&p).unwrap();
+        let at = b.windows(9).position(|w| w == b"payload 1").unwrap();
+        b[at] ^= 0xff;
+        std::fs::write(&p, b).unwrap();
+        fail(Step::Write);
+        let (mut ob, _) = open(d.path(), 1 << 20);
+        assert_eq!(pending_ids(&ob), vec!["a2", "a3"]);
+        let s = ob.put(key(4), "a4", "t/diagnosis/X", b"four");
+        let why = s
+            .not_durable
+            .expect("a store on a full disk was reported durable");
+        assert!(why.to_string().contains("No space left on device"), "{why}");
+        assert_eq!(pending_ids(&ob), vec!["a2", "a3", "a4"]);
+        heal();
+        put(&mut ob, 5, b"five");
+        drop(ob);
+        let (ob, _) = open(d.path(), 1 << 20);
+        assert_eq!(pending_ids(&ob), vec!["a2", "a3", "a5"]);
+    }
+
+    #[test]
+    fn a_format_1_outbox_on_a_full_disk_is_kept_until_it_can_be_rewritten() {
+        let d = tempfile::tempdir().unwrap();
+        format_1_file(d.path());
+        fail(Step::Write);
+        let (mut ob, _) = open(d.path(), 1 << 20);
+        assert_eq!(pending_ids(&ob), vec!["a2"]);
+        assert!(ob.put(key(3), "a3", "t", b"three").not_durable.is_some());
+        drop(ob);
+        heal();
+        let (mut ob, r) = open(d.path(), 1 << 20);
+        assert!(r.upgraded, "the format-1 file was changed: {r:?}");
+        assert_eq!(pending_ids(&ob), vec!["a2"]);
+        put(&mut ob, 4, b"four");
+        drop(ob);
+        let (ob, _) = open(d.path(), 1 << 20);
+        assert_eq!(pending_ids(&ob), vec!["a2", "a4"]);
+    }
+
+    #[test]
+    fn an_outbox_that_cannot_be_written_is_read_and_written_again_once_it_can() {
+        let d = tempfile::tempdir().unwrap();
+        three_entries(d.path());
+        fail(Step::Open);
+        let (mut ob, _) = open(d.path(), 1 << 20);
+        assert_eq!(pending_ids(&ob), vec!["a1", "a2", "a3"]);
+        let s = ob.put(key(4), "a4", "t/diagnosis/X", b"four");
+        let why = s
+            .not_durable
+            .expect("a store on a read-only disk was reported durable");
+        assert!(why.to_string().contains("Read-only file system"), "{why}");
+        ob.ack(1).unwrap();
+        heal();
+        put(&mut ob, 5, b"five");
+        drop(ob);
+        let (ob, _) = open(d.path(), 1 << 20);
+        assert_eq!(pending_ids(&ob), vec!["a2", "a3", "a5"]);
+        assert_eq!(ob.delivered().copied().collect::<Vec<_>>(), vec![key(1)]);
+    }
+
+    #[test]
+    fn the_outbox_and_its_compacted_copies_are_readable_by_their_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        with_umask(0, || {
+            let d = tempfile::tempdir().unwrap();
+            let p = d.path().join("outbox.log");
+            let (mut ob, _) = open(d.path(), 1 << 20);
+            assert_eq!(mode(&p), 0o600, "new outbox is {:o}", mode(&p));
+            put(&mut ob, 1, b"one");
+            ob.compact().unwrap();
+            assert_eq!(mode(&p), 0o600, "compacted outbox is {:o}", mode(&p));
+            drop(ob);
+            // One written by an older tidewatch is made private when opened.
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+            let _ = open(d.path(), 1 << 20);
+            assert_eq!(mode(&p), 0o600, "reopened outbox is {:o}", mode(&p));
+        });
+    }
+
+    #[test]
+    fn a_failed_fsync_is_reported_and_the_next_sync_puts_the_entries_on_disk() {
+        let d = tempfile::tempdir().unwrap();
+        let (mut ob, _) = open(d.path(), 1 << 20);
+        put(&mut ob, 1, b"one");
+        fail(Step::Write);
+        assert!(ob.sync().is_err(), "a failed fsync was reported done");
+        heal();
+        // Not a second fsync of the same file, which may succeed for pages
+        // the kernel dropped: the entries are written again from memory.
+        ob.sync().unwrap();
+        put(&mut ob, 2, b"two");
+        ob.sync().unwrap();
+        drop(ob);
+        let (ob, _) = open(d.path(), 1 << 20);
+        assert_eq!(pending_ids(&ob), vec!["a1", "a2"]);
+    }
+
+    #[test]
+    fn a_removed_outbox_file_is_written_again_with_what_it_held() {
+        let d = tempfile::tempdir().unwrap();
+        let (mut ob, _) = open(d.path(), 1 << 20);
+        put(&mut ob, 1, b"one");
+        std::fs::remove_file(d.path().join("outbox.log")).unwrap();
+        put(&mut ob, 2, b"two");
+        drop(ob);
+        let (ob, _) = open(d.path(), 1 << 20);
+        assert_eq!(pending_ids(&ob), vec!["a1", "a2"]);
+    }
+
+    #[test]
+    fn the_book_remembers_the_newest_delivered_keys_up_to_its_bound_and_compacts_to_them() {
+        let mut b = Book::new(3);
+        for i in 1..=5 {
+            b.apply(Rec::Answered { key: key(i) });
+        }
+        let kept: Vec<Key> = b.delivered_order.iter().copied().collect();
+        assert_eq!(kept, vec![key(3), key(4), key(5)]);
+        assert!(!b.delivered.contains(&key(1)));
+        let answered = b
+            .compacted()
+            .into_iter()
+            .filter(|r| matches!(r, Rec::Answered { .. }))
+            .count();
+        assert_eq!(answered, 3);
+    }
+
+    #[test]
+    fn delivered_keys_take_at_most_a_quarter_of_any_bound() {
+        let one = frame(&Rec::Answered { key: key(0) }).len();
+        for max in [4096u64, 8192, 64 << 10, 125 << 10, 1 << 20, 16 << 20] {
+            let n = remembered_within(max);
+            assert!(n > 0, "{max}");
+            assert!((n * one) as u64 <= max / 4, "{n} keys in {max} bytes");
+        }
+        // The figures README.md gives.
+        assert_eq!(one, 29);
+        assert_eq!(remembered_within(4096), 35, "the smallest bound");
+        assert_eq!(remembered_within(16 << 20), CACHE_ENTRIES, "the default");
     }
 }

@@ -221,10 +221,19 @@ pub fn decode<'b>(
 /// never leaves a half-written state under the real name.
 pub fn write_atomic(path: &Path, bytes: &[u8], tag: usize) -> std::io::Result<()> {
     use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     let tmp = path.with_extension(format!("{tag}.tmp"));
-    let mut f = std::fs::File::create(&tmp)?;
+    // Private whatever the umask: the state is the prompt's cache, and the
+    // prompt holds the fleet's manuals. Removed first so that a stale one
+    // (a crash mid-write) does not keep a wider mode.
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)?;
     f.write_all(bytes)?;
     f.sync_all()?;
     std::fs::rename(&tmp, path)
@@ -406,5 +415,17 @@ mod tests {
             .collect();
         left.sort();
         assert_eq!(left, ["other.txt", "prefix-a-b.kv"]);
+    }
+
+    #[test]
+    fn a_saved_state_is_readable_by_its_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        crate::outbox::tests::with_umask(0, || {
+            let d = tempfile::tempdir().unwrap();
+            let p = d.path().join("kv").join("prefix-a-b.kv");
+            write_atomic(&p, b"state", 0).unwrap();
+            let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "saved prefix state is {mode:o}");
+        });
     }
 }
