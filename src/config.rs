@@ -568,7 +568,8 @@ fn mqtt(m: RawMqtt) -> Result<MqttConfig, Bad> {
     if m.password.is_some() && m.username.is_none() {
         return Err(("mqtt.password", "is set but mqtt.username is not".into()));
     }
-    range("mqtt.keep_alive_s", m.keep_alive_s, 2, 600)?;
+    // rumqttc's MQTT 5 client panics on a keepalive under 5 s.
+    range("mqtt.keep_alive_s", m.keep_alive_s, 5, 600)?;
     range("mqtt.max_alarm_bytes", m.max_alarm_bytes, 256, 1 << 20)?;
     let tls = match m.tls {
         None => None,

@@ -20,7 +20,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rumqttc::{AsyncClient, EventLoop, Publish};
+use rumqttc::v5::mqttbytes::v5::Publish;
+use rumqttc::v5::{AsyncClient, EventLoop};
 use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -420,10 +421,11 @@ async fn shutdown(
         offline.to_string().into_bytes(),
         true,
     )
-    .and_then(|()| hub.client.try_disconnect());
+    .is_ok()
+        && hub.client.try_disconnect().is_ok();
     // The poller writes both, in order, and ends on the DISCONNECT; without a
     // connection there is nothing to wait for.
-    if queued.is_ok() && hub.delivery.is_connected() {
+    if queued && hub.delivery.is_connected() {
         match tokio::time::timeout(DISCONNECT_WAIT, &mut poller.task).await {
             Ok(_) => tracing::info!("offline status published; disconnected from the broker"),
             Err(_) => tracing::warn!(
@@ -737,6 +739,13 @@ impl Hub {
                 let out = self.delivery.puback(pkid);
                 self.carry_out(out);
             }
+            Inbound::Denied { pkid, reason } => {
+                let (refusal, out) = self.delivery.denied(pkid, now);
+                if let Some(r) = refusal {
+                    self.log_refusal(r, &reason);
+                }
+                self.carry_out(out);
+            }
             Inbound::Disconnected { dropped, seen, .. } => {
                 self.live = None;
                 self.subscribe_pending = false;
@@ -751,10 +760,10 @@ impl Hub {
     /// since a full client queue refuses the request rather than wait.
     fn subscribe(&mut self) {
         self.subscribed_ms = self.s.now_ms();
-        if let Err(e) = self
-            .client
-            .try_subscribe(self.topics.alarms(), rumqttc::QoS::AtLeastOnce)
-        {
+        if let Err(e) = self.client.try_subscribe(
+            self.topics.alarms(),
+            rumqttc::v5::mqttbytes::QoS::AtLeastOnce,
+        ) {
             tracing::warn!(error = %e, "cannot subscribe to alarms yet; retrying");
         }
     }
@@ -802,6 +811,25 @@ impl Hub {
         }
     }
 
+    /// A diagnosis the broker refused stays in the outbox and is sent again
+    /// (see `delivery`). At error level on the first refusal and then at
+    /// doubling counts, so a long-standing ACL mistake does not flood the
+    /// journal; the status counts them all along.
+    fn log_refusal(&self, r: crate::delivery::Refusal, reason: &str) {
+        let (topic, alarm_id) = self
+            .outbox
+            .get(r.seq)
+            .map(|e| (e.topic.clone(), e.alarm_id.clone()))
+            .unwrap_or_default();
+        let hint = mqtt::denial_hint(reason, &self.topics.prefix);
+        let retry_in_s = r.retry_in_ms / 1000;
+        if r.times.is_power_of_two() {
+            tracing::error!(topic = %topic, alarm_id = %alarm_id, reason, times = r.times, retry_in_s, hint = %hint, "the broker refused a diagnosis; it stays in the outbox and is sent again");
+        } else {
+            tracing::debug!(topic = %topic, alarm_id = %alarm_id, reason, times = r.times, retry_in_s, "the broker refused a diagnosis again");
+        }
+    }
+
     fn ack(&mut self, p: Publish) {
         if let Err(e) = self.client.try_ack(&p) {
             tracing::debug!(error = %e, "mqtt client queue full; alarm ack retried shortly");
@@ -818,7 +846,10 @@ impl Hub {
             .counters
             .rejected
             .fetch_add(1, Ordering::Relaxed);
-        let topic: String = p.topic.chars().take(256).collect();
+        let topic: String = String::from_utf8_lossy(&p.topic)
+            .chars()
+            .take(256)
+            .collect();
         tracing::warn!(topic = %topic, reason = %reason, bytes = p.payload.len(), "alarm rejected");
         let err = serde_json::json!({
             "topic": topic,
@@ -855,7 +886,11 @@ impl Hub {
         if let Some(d) = self.intake_delay {
             tokio::time::sleep(d).await;
         }
-        let equipment = match alarm::equipment_from_topic(&self.topics.prefix, &p.topic) {
+        // MQTT 5 hands topics over as bytes; brokers check they are UTF-8.
+        let Ok(topic) = std::str::from_utf8(&p.topic).map(str::to_string) else {
+            return self.reject(p, "topic is not UTF-8".into(), live);
+        };
+        let equipment = match alarm::equipment_from_topic(&self.topics.prefix, &topic) {
             Ok(e) => e.to_string(),
             Err(e) => return self.reject(p, e.to_string(), live),
         };
@@ -867,8 +902,8 @@ impl Hub {
             Ok(a) => a,
             Err(e) => return self.reject(p, e.to_string(), live),
         };
-        let key = Key::of(&p.topic, &p.payload);
-        let (topic, payload) = (p.topic.clone(), p.payload.clone());
+        let key = Key::of(&topic, &p.payload);
+        let payload = p.payload.clone();
         let (receipt, out) = self.delivery.received(key, live.then_some(p));
         self.carry_out(out);
         match receipt {
@@ -1012,6 +1047,7 @@ impl Hub {
             obj.insert("inbox_refused".into(), self.inbox_refused.into());
             obj.insert("triage_backlog".into(), self.backlog.len().into());
             obj.insert("awaiting_ack".into(), self.delivery.open_alarms().into());
+            obj.insert("denied".into(), self.delivery.denied_count().into());
         }
         v
     }
@@ -1033,10 +1069,11 @@ impl Hub {
 
 /// The one-line form of the status document for `systemctl status`: what an
 /// operator checks first — work waiting, answers by kind (passages answers are
-/// among the diagnosed), restarts, and diagnoses not yet acknowledged.
+/// among the diagnosed), restarts, diagnoses not yet acknowledged, and those
+/// the broker refused (its ACL, most likely).
 fn status_line(v: &serde_json::Value) -> String {
     format!(
-        "queue {} diagnosed {} (passages {}) degraded {} triage {} restarts {} lost {} inbox {} unacked {} outbox {}",
+        "queue {} diagnosed {} (passages {}) degraded {} triage {} restarts {} lost {} inbox {} unacked {} outbox {} denied {}",
         v["queue_depth"],
         v["diagnosed"],
         v["passages"],
@@ -1046,7 +1083,8 @@ fn status_line(v: &serde_json::Value) -> String {
         v["slots_lost"],
         v["inbox_pending"],
         v["awaiting_ack"],
-        v["outbox_pending"]
+        v["outbox_pending"],
+        v["denied"]
     )
 }
 
@@ -1103,15 +1141,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn status_line_shows_passages_answers_and_undelivered_diagnoses() {
+    fn status_line_shows_passages_answers_and_undelivered_and_refused_diagnoses() {
         let v = serde_json::json!({
             "queue_depth": 2, "diagnosed": 7, "passages": 3, "degraded": 1, "triage": 0,
             "slot_restarts": 1, "slots_lost": 0, "awaiting_ack": 4, "outbox_pending": 5,
-            "inbox_pending": 6,
+            "inbox_pending": 6, "denied": 2,
         });
         assert_eq!(
             status_line(&v),
-            "queue 2 diagnosed 7 (passages 3) degraded 1 triage 0 restarts 1 lost 0 inbox 6 unacked 4 outbox 5"
+            "queue 2 diagnosed 7 (passages 3) degraded 1 triage 0 restarts 1 lost 0 inbox 6 unacked 4 outbox 5 denied 2"
         );
     }
 }

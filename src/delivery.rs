@@ -24,6 +24,15 @@
 //! delivered. The first is what takes a storm off the broker at disk speed;
 //! the second is the fallback when the inbox is full or its disk fails.
 //!
+//! # A broker that says no
+//! An MQTT 5 PUBACK with a failure reason (mosquitto: 0x87 when its ACL
+//! denies the topic) means the broker does not have the diagnosis. It stays
+//! undelivered (in the outbox, its alarm unacknowledged unless journaled),
+//! out of the window, and is offered again after a delay that doubles with
+//! each refusal up to a cap, or at once on the next connection: fixing the
+//! ACL and reloading the broker keeps the connection, so only the timer
+//! would ever send it again.
+//!
 //! An alarm's ack handle is only good on the connection it arrived on: after a
 //! reconnect the broker redelivers every unacknowledged alarm (same packet id
 //! on a resumed session), and an ack from the old connection could otherwise
@@ -97,6 +106,10 @@ pub struct Settings {
     pub puback_timeout_ms: u64,
     /// Delivered alarms remembered, so their redeliveries are acked at once.
     pub remembered: usize,
+    /// A diagnosis the broker refused is offered again after this, doubled
+    /// for each further refusal up to `denied_retry_max_ms`.
+    pub denied_retry_ms: u64,
+    pub denied_retry_max_ms: u64,
 }
 
 impl Default for Settings {
@@ -105,6 +118,8 @@ impl Default for Settings {
             window: 8,
             puback_timeout_ms: 20_000,
             remembered: 4096,
+            denied_retry_ms: 5_000,
+            denied_retry_max_ms: 300_000,
         }
     }
 }
@@ -126,6 +141,26 @@ impl<T> Accepted<T> {
             journaled: false,
         }
     }
+}
+
+/// A diagnosis the broker refused (see the module doc).
+#[derive(Debug, Clone, Copy)]
+struct Denial {
+    /// Refusals so far.
+    times: u32,
+    /// Held back until then; None once it is offered again.
+    until: Option<u64>,
+}
+
+/// What `denied` did with a refused diagnosis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refusal {
+    /// The outbox entry.
+    pub seq: u64,
+    /// How often the broker has refused it.
+    pub times: u32,
+    /// When it is offered again, unless a reconnect comes first.
+    pub retry_in_ms: u64,
 }
 
 #[derive(Debug)]
@@ -150,6 +185,8 @@ pub struct Delivery<T> {
     pkids: HashMap<u16, u64>,
     delivered: HashSet<Key>,
     delivered_order: VecDeque<Key>,
+    /// Undelivered entries the broker refused, by entry.
+    denials: BTreeMap<u64, Denial>,
 }
 
 impl<T> Delivery<T> {
@@ -167,6 +204,7 @@ impl<T> Delivery<T> {
             pkids: HashMap::new(),
             delivered: HashSet::new(),
             delivered_order: VecDeque::new(),
+            denials: BTreeMap::new(),
         }
     }
 
@@ -216,6 +254,11 @@ impl<T> Delivery<T> {
     /// Diagnoses stored and not yet delivered.
     pub fn undelivered(&self) -> usize {
         self.entries.len()
+    }
+
+    /// Undelivered diagnoses the broker has refused at least once.
+    pub fn denied_count(&self) -> usize {
+        self.denials.len()
     }
 
     pub fn is_delivered(&self, key: &Key) -> bool {
@@ -271,6 +314,7 @@ impl<T> Delivery<T> {
             self.entries.remove(&old);
             self.ready.remove(&old);
             self.in_flight.remove(&old);
+            self.denials.remove(&old);
         }
         self.entries.insert(seq, key);
         self.ready.insert(seq);
@@ -287,6 +331,9 @@ impl<T> Delivery<T> {
 
     pub fn connected(&mut self) -> Vec<Output<T>> {
         self.connected = true;
+        // A new connection may be a fixed broker (or other credentials):
+        // refused diagnoses are tried again at once.
+        self.release_denied(u64::MAX);
         self.pump()
     }
 
@@ -346,6 +393,7 @@ impl<T> Delivery<T> {
         if let Some(key) = self.entries.remove(&seq) {
             self.ready.remove(&seq);
             self.in_flight.remove(&seq);
+            self.denials.remove(&seq);
             out.push(Output::Delivered(seq));
             if let Some(a) = self.alarms.remove(&key) {
                 out.extend(a.handles.into_iter().map(Output::Ack));
@@ -356,8 +404,57 @@ impl<T> Delivery<T> {
         out
     }
 
-    /// Time passes: publishes that got no PUBACK in time go out again.
+    /// The broker answered packet id `pkid` with a failure reason: it does
+    /// not have that diagnosis. Returns what became of it (None for an id
+    /// not sent on this connection, or an entry already delivered) and the
+    /// publishes its place in the window lets out.
+    pub fn denied(&mut self, pkid: u16, now_ms: u64) -> (Option<Refusal>, Vec<Output<T>>) {
+        let Some(ord) = self.pkids.remove(&pkid) else {
+            return (None, Vec::new());
+        };
+        let Some(seq) = self.ords.remove(&ord) else {
+            return (None, Vec::new());
+        };
+        if !self.entries.contains_key(&seq) {
+            return (None, Vec::new());
+        }
+        // Out of the window and out of `ready`: retried by `tick` or
+        // `connected`, not by the pump that is about to fill the window.
+        self.in_flight.remove(&seq);
+        self.ready.remove(&seq);
+        let d = self.denials.entry(seq).or_insert(Denial {
+            times: 0,
+            until: None,
+        });
+        d.times = d.times.saturating_add(1);
+        let retry_in_ms = self
+            .settings
+            .denied_retry_ms
+            .saturating_mul(1u64 << (d.times - 1).min(32))
+            .min(self.settings.denied_retry_max_ms);
+        d.until = Some(now_ms.saturating_add(retry_in_ms));
+        let r = Refusal {
+            seq,
+            times: d.times,
+            retry_in_ms,
+        };
+        (Some(r), self.pump())
+    }
+
+    /// Offers again the refused diagnoses held until `now_ms` or before.
+    fn release_denied(&mut self, now_ms: u64) {
+        for (seq, d) in self.denials.iter_mut() {
+            if d.until.is_some_and(|t| t <= now_ms) {
+                d.until = None;
+                self.ready.insert(*seq);
+            }
+        }
+    }
+
+    /// Time passes: publishes that got no PUBACK in time go out again, and
+    /// refused ones whose delay is over.
     pub fn tick(&mut self, now_ms: u64) -> Vec<Output<T>> {
+        self.release_denied(now_ms);
         if self.connected {
             let late: Vec<u64> = self
                 .in_flight
@@ -414,6 +511,8 @@ mod tests {
             window: 2,
             puback_timeout_ms: 1_000,
             remembered: 4,
+            denied_retry_ms: 100,
+            denied_retry_max_ms: 400,
         })
     }
 
@@ -723,6 +822,87 @@ mod tests {
     }
 
     #[test]
+    fn a_diagnosis_the_broker_refuses_is_kept_unacked_and_sent_again_after_a_growing_delay() {
+        let mut d = sm();
+        d.connected();
+        d.received(k(1), Some("a"));
+        let out = d.stored(k(1), 1);
+        hand(&mut d, &out);
+        d.sent(1, 0);
+        let (r, out) = d.denied(1, 0);
+        let first = Refusal {
+            seq: 1,
+            times: 1,
+            retry_in_ms: 100,
+        };
+        assert_eq!(r, Some(first));
+        assert!(out.is_empty(), "neither delivered nor acknowledged");
+        assert_eq!(
+            (d.undelivered(), d.denied_count(), d.open_alarms()),
+            (1, 1, 1)
+        );
+        assert!(d.tick(99).is_empty(), "held back");
+        let out = d.tick(100);
+        assert_eq!(out, vec![Output::Publish(1)]);
+        hand(&mut d, &out);
+        d.sent(2, 100);
+        assert_eq!(d.denied(2, 100).0.map(|r| r.retry_in_ms), Some(200));
+        assert!(d.tick(299).is_empty());
+        let out = d.tick(300);
+        hand(&mut d, &out);
+        d.sent(3, 300);
+        // The ACL was fixed: the broker takes it.
+        assert_eq!(d.puback(3), vec![Output::Delivered(1), Output::Ack("a")]);
+        assert_eq!((d.undelivered(), d.denied_count()), (0, 0));
+    }
+
+    #[test]
+    fn the_delay_after_refusals_stops_growing_at_its_cap() {
+        let mut d = sm();
+        d.connected();
+        d.received(k(1), Some("a"));
+        let mut out = d.stored(k(1), 1);
+        let mut delays = Vec::new();
+        for pkid in 1..=5u16 {
+            hand(&mut d, &out);
+            d.sent(pkid, 0);
+            delays.push(d.denied(pkid, 0).0.unwrap().retry_in_ms);
+            out = d.tick(1_000);
+        }
+        assert_eq!(delays, vec![100, 200, 400, 400, 400]);
+    }
+
+    #[test]
+    fn a_refused_diagnosis_is_sent_again_at_once_on_a_new_connection() {
+        let mut d = sm();
+        d.connected();
+        d.received(k(1), Some("a"));
+        let out = d.stored(k(1), 1);
+        hand(&mut d, &out);
+        d.sent(1, 0);
+        d.denied(1, 0);
+        d.disconnected(0);
+        assert!(d.tick(50).is_empty());
+        assert_eq!(d.connected(), vec![Output::Publish(1)]);
+    }
+
+    #[test]
+    fn a_refusal_frees_its_place_in_the_window() {
+        let mut d = sm();
+        d.connected();
+        let mut out = Vec::new();
+        for i in 1..=3u8 {
+            d.received(k(i), Some("h"));
+            out.extend(d.stored(k(i), u64::from(i)));
+        }
+        assert_eq!(hand(&mut d, &out), vec![1, 2], "window is 2");
+        d.sent(1, 0);
+        let (_, out) = d.denied(1, 0);
+        assert_eq!(out, vec![Output::Publish(3)]);
+        assert!(d.denied(1, 0).0.is_none(), "an id answered once is gone");
+    }
+
+    #[test]
     fn delivered_alarms_are_remembered_up_to_the_bound() {
         let mut d = sm();
         d.restore([], (0..10).map(k));
@@ -739,7 +919,8 @@ mod tests {
     }
 
     /// For any interleaving of receipts, redeliveries, finished diagnoses,
-    /// client sends and drops, PUBACKs, disconnects, reconnects and ticks:
+    /// client sends and drops, PUBACKs, refusals by a broker whose ACL comes
+    /// and goes, disconnects, reconnects and ticks:
     /// no alarm is acknowledged before the broker has its diagnosis, no ack
     /// uses a handle from a lost connection, and once the chaos stops every
     /// accepted alarm is acknowledged.
@@ -776,6 +957,8 @@ mod tests {
             /// Every alarm ever received: each must end with an answer at
             /// the broker.
             received: BTreeSet<u8>,
+            /// While false the broker refuses diagnoses of every third alarm.
+            acl_ok: bool,
             next_seq: u64,
             now: u64,
         }
@@ -838,6 +1021,10 @@ mod tests {
                 }
             }
 
+            fn broker_takes(&self, seq: u64) -> bool {
+                self.acl_ok || self.answers[&seq] % 3 != 0
+            }
+
             fn send_one(&mut self) {
                 if let Some(seq) = self.queue.pop_front() {
                     self.next_pkid = self.next_pkid % 32 + 1;
@@ -865,6 +1052,8 @@ mod tests {
                     window: rng.gen_range(1..4),
                     puback_timeout_ms: 50,
                     remembered: 64,
+                    denied_retry_ms: rng.gen_range(1..50),
+                    denied_retry_max_ms: 200,
                 }),
                 conn: 0,
                 up: false,
@@ -877,6 +1066,7 @@ mod tests {
                 diagnosing: Vec::new(),
                 journaled: HashSet::new(),
                 received: BTreeSet::new(),
+                acl_ok: rng.gen_bool(0.5),
                 next_seq: 1,
                 now: 0,
             };
@@ -903,17 +1093,21 @@ mod tests {
                     5 | 6 if w.up && !w.wire.is_empty() => {
                         let i = rng.gen_range(0..w.wire.len());
                         let (pkid, seq) = w.wire.remove(i);
-                        // The publish reached the broker, which acks it.
-                        w.broker_has.insert(seq);
-                        let out = w.d.puback(pkid);
-                        w.run(out, &mut rng);
+                        if w.broker_takes(seq) {
+                            w.broker_has.insert(seq);
+                            let out = w.d.puback(pkid);
+                            w.run(out, &mut rng);
+                        } else {
+                            let (_, out) = w.d.denied(pkid, w.now);
+                            w.run(out, &mut rng);
+                        }
                     }
                     7 if w.up => {
                         // The connection breaks: some sent publishes reached
                         // the broker, their PUBACKs did not; the client drops
                         // a prefix of its queue, the rest is sent later.
                         for (_, seq) in std::mem::take(&mut w.wire) {
-                            if rng.gen_bool(0.5) {
+                            if rng.gen_bool(0.5) && w.broker_takes(seq) {
                                 w.broker_has.insert(seq);
                             }
                         }
@@ -923,14 +1117,16 @@ mod tests {
                         w.d.disconnected(n as u64);
                     }
                     8 if !w.up => w.connect(&mut rng),
+                    9 if rng.gen_bool(0.1) => w.acl_ok = !w.acl_ok,
                     _ => {
                         let out = w.d.tick(w.now);
                         w.run(out, &mut rng);
                     }
                 }
             }
-            // The chaos stops: connected, every diagnosis finishes, the
-            // client sends and the broker acks everything.
+            // The chaos stops: the ACL is fixed, connected, every diagnosis
+            // finishes, the client sends and the broker acks everything.
+            w.acl_ok = true;
             if !w.up {
                 w.connect(&mut rng);
             }

@@ -1,5 +1,11 @@
 //! MQTT: client options, topic names, and the task that owns the event loop.
 //!
+//! The daemon speaks MQTT 5 (rumqttc's `v5` client): under 3.1.1 a broker
+//! answers a publish its ACL denies with an ordinary PUBACK, so a diagnosis
+//! topic the ACL does not grant would swallow every diagnosis unseen. MQTT 5
+//! PUBACKs carry a reason code, and CONNECT announces the largest packet the
+//! daemon reads, so the broker discards a larger alarm instead of sending it.
+//!
 //! The poller only polls: it forwards inbound alarms and connection changes
 //! over a channel and never publishes (a publish from the polling task can
 //! deadlock against its own request queue). On errors it backs off with
@@ -9,10 +15,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rumqttc::{
-    AsyncClient, Event, EventLoop, LastWill, MqttOptions, Outgoing, Packet, Publish, QoS, Request,
-    Transport,
-};
+use rumqttc::v5::mqttbytes::v5::{LastWill, Packet, PubAckReason, Publish};
+use rumqttc::v5::mqttbytes::QoS;
+use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions, Request};
+use rumqttc::{Outgoing, Transport};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -24,6 +30,10 @@ pub enum MqttError {
     Tls { path: String, reason: String },
     #[error("cannot reach the MQTT broker at {addr}: {reason}")]
     Connect { addr: String, reason: String },
+    /// rumqttc's error carries the whole request back (224 bytes and more);
+    /// nothing here resends it, so only the topic is kept.
+    #[error("mqtt client queue is full or closed; publish to {topic} not queued")]
+    ClientQueue { topic: String },
 }
 
 /// Topic names derived from `mqtt.topic_prefix`.
@@ -47,12 +57,15 @@ impl Topics {
     }
 }
 
-/// Diagnoses are a few KiB; rumqttc's 10 KiB default would refuse long ones
-/// in Chinese. Inbound alarms are bounded separately by `mqtt.max_alarm_bytes`.
-pub const MAX_PACKET: usize = 256 * 1024;
-
-/// Largest inbound packet read off the wire; see `options`.
+/// Largest packet the daemon reads, announced to the broker in CONNECT
+/// (MQTT 5 maximum packet size); see `options`.
 pub const MAX_INBOUND: usize = 16 * 1024 * 1024;
+
+/// How long the broker keeps the session while tidewatch is away: for ever
+/// (MQTT 5's 0xFFFFFFFF), as a 3.1.1 persistent session did. Without it an
+/// MQTT 5 session ends at the disconnect, and with it the alarms queued for
+/// a daemon that is restarting.
+const SESSION_EXPIRY_NEVER: u32 = u32::MAX;
 
 pub fn options(cfg: &MqttConfig) -> Result<MqttOptions, MqttError> {
     let topics = Topics {
@@ -62,20 +75,26 @@ pub fn options(cfg: &MqttConfig) -> Result<MqttOptions, MqttError> {
     o.set_keep_alive(cfg.keep_alive);
     // A persistent session is what makes the broker keep and redeliver alarms
     // that arrived while tidewatch was down or had not acknowledged them yet.
-    o.set_clean_session(false);
+    o.set_clean_start(false);
+    o.set_session_expiry_interval(Some(SESSION_EXPIRY_NEVER));
     o.set_manual_acks(true);
-    // Inbound packets must be accepted well past `max_alarm_bytes`: rumqttc
-    // drops the whole connection on an oversized packet, and with a persistent
-    // session the broker would redeliver that poison message forever. Oversized
-    // alarms are rejected (and acknowledged) by `alarm::parse` instead. Set the
-    // broker's message_size_limit below this (deploy/mosquitto/).
-    o.set_max_packet_size(MAX_INBOUND, MAX_PACKET);
-    o.set_inflight(32);
+    // Packets are read well past `max_alarm_bytes`, so an oversized alarm is
+    // rejected (reported and acknowledged) by `alarm::parse`. Past this
+    // size rumqttc would drop the whole connection, and the broker redeliver
+    // the poison message on every reconnect, forever: announced in CONNECT,
+    // it makes the broker discard such an alarm for us instead (mosquitto:
+    // "Dropping too large outgoing PUBLISH"). rumqttc reads up to the same
+    // size, so nothing the broker sends can exceed it.
+    o.set_max_packet_size(Some(MAX_INBOUND as u32));
+    // rumqttc sizes its table of unacknowledged publishes by this (65,536
+    // slots by default); `delivery` keeps at most 8 diagnoses in flight.
+    o.set_outgoing_inflight_upper_limit(32);
     o.set_last_will(LastWill::new(
         topics.status(),
         r#"{"state":"offline"}"#,
         QoS::AtLeastOnce,
         true,
+        None,
     ));
     if let Some(u) = &cfg.username {
         o.set_credentials(u.clone(), cfg.password.clone().unwrap_or_default());
@@ -130,7 +149,15 @@ pub enum Inbound {
     },
     /// The client wrote a QoS 1 publish with this packet id.
     Sent(u16),
+    /// The broker has the publish with this packet id.
     PubAck(u16),
+    /// The broker answered the publish with this packet id with a failure
+    /// reason (MQTT 5: not authorized, topic name invalid, quota exceeded):
+    /// it does not have it.
+    Denied {
+        pkid: u16,
+        reason: String,
+    },
     SubAck,
     /// Connection `epoch` is gone; `dropped` QoS 1 publishes queued in the
     /// client were discarded unsent (see `delivery`). The hub answers on
@@ -167,6 +194,23 @@ pub fn backoff(attempt: u32, jitter: f64) -> Duration {
     let base = 250u64.saturating_mul(1u64 << attempt.min(5)).min(8_000);
     let j = (base as f64 * 0.25 * jitter.clamp(0.0, 1.0)) as u64;
     Duration::from_millis(base + j)
+}
+
+/// What to look at when the broker refused a diagnosis with MQTT 5 reason
+/// `reason` (rumqttc's name for it).
+pub fn denial_hint(reason: &str, prefix: &str) -> String {
+    match reason {
+        "NotAuthorized" => format!(
+            "the broker's ACL must let tidewatch's user write {prefix}/diagnosis/#: check the acl_file (and its user line) against [mqtt] username and topic_prefix, then reload the broker"
+        ),
+        "TopicNameInvalid" => {
+            format!("the broker refuses the topic: check [mqtt] topic_prefix ({prefix})")
+        }
+        "QuotaExceeded" => "the broker is over a quota for this client; check its limits".into(),
+        _ => format!(
+            "check the broker's log and its ACL for {prefix}/diagnosis/#"
+        ),
+    }
 }
 
 /// What to look at when the broker refuses or cannot be reached, from
@@ -210,7 +254,14 @@ fn read(ev: Event, epoch: u64) -> Read {
             tracing::warn!(pkid, "mqtt client waits for a PUBACK before sending more");
             Read::Nothing
         }
-        Event::Incoming(Packet::PubAck(a)) => Read::Tell(Inbound::PubAck(a.pkid)),
+        Event::Incoming(Packet::PubAck(a)) => Read::Tell(match a.reason {
+            // "No matching subscribers" is a success: the broker took it.
+            PubAckReason::Success | PubAckReason::NoMatchingSubscribers => Inbound::PubAck(a.pkid),
+            r => Inbound::Denied {
+                pkid: a.pkid,
+                reason: format!("{r:?}"),
+            },
+        }),
         Event::Incoming(Packet::SubAck(_)) => Read::Tell(Inbound::SubAck),
         _ => Read::Nothing,
     }
@@ -355,8 +406,12 @@ pub fn publish_diagnosis(
     client: &AsyncClient,
     topic: &str,
     payload: &[u8],
-) -> Result<(), rumqttc::ClientError> {
-    client.try_publish(topic, QoS::AtLeastOnce, false, payload.to_vec())
+) -> Result<(), MqttError> {
+    client
+        .try_publish(topic, QoS::AtLeastOnce, false, payload.to_vec())
+        .map_err(|_| MqttError::ClientQueue {
+            topic: topic.to_string(),
+        })
 }
 
 /// Publishes status (retained) or an error report as QoS 0: the next status
@@ -366,8 +421,13 @@ pub fn publish_info(
     topic: String,
     payload: Vec<u8>,
     retain: bool,
-) -> Result<(), rumqttc::ClientError> {
-    client.try_publish(topic, QoS::AtMostOnce, retain, payload)
+) -> Result<(), MqttError> {
+    let queue_full = |_| MqttError::ClientQueue {
+        topic: topic.clone(),
+    };
+    client
+        .try_publish(topic.clone(), QoS::AtMostOnce, retain, payload)
+        .map_err(queue_full)
 }
 
 #[cfg(test)]
@@ -391,14 +451,72 @@ mod tests {
 
     #[test]
     fn a_publish_parked_on_a_collision_is_dropped_with_the_session() {
-        let (_client, mut eventloop) =
-            rumqttc::AsyncClient::new(rumqttc::MqttOptions::new("t", "127.0.0.1", 1), 10);
-        let mut parked = Publish::new("t/diagnosis/x", QoS::AtLeastOnce, b"{}".to_vec());
+        let (_client, mut eventloop) = AsyncClient::new(MqttOptions::new("t", "127.0.0.1", 1), 10);
+        let mut parked = Publish::new("t/diagnosis/x", QoS::AtLeastOnce, b"{}".to_vec(), None);
         parked.pkid = 2;
         eventloop.state.collision = Some(parked);
         assert_eq!(drop_session(&mut eventloop), 1, "never sent, so dropped");
         assert!(eventloop.state.collision.is_none());
         assert_eq!(drop_session(&mut eventloop), 0);
+    }
+
+    fn mqtt_config() -> MqttConfig {
+        MqttConfig {
+            host: "127.0.0.1".into(),
+            port: 1883,
+            client_id: "tw-1".into(),
+            topic_prefix: "tw".into(),
+            username: None,
+            password: None,
+            keep_alive: Duration::from_secs(5),
+            max_alarm_bytes: 8192,
+            tls: None,
+        }
+    }
+
+    #[test]
+    fn the_session_outlives_the_connection_and_the_largest_packet_is_announced() {
+        let o = options(&mqtt_config()).unwrap();
+        assert!(!o.clean_start());
+        assert_eq!(o.session_expiry_interval(), Some(u32::MAX), "never expires");
+        assert_eq!(o.max_packet_size(), Some(MAX_INBOUND as u32));
+        assert!(o.manual_acks());
+        let will = o.last_will().unwrap();
+        assert_eq!(&will.topic[..], b"tw/status");
+        assert!(will.retain);
+    }
+
+    #[test]
+    fn a_puback_with_a_failure_reason_is_a_denial_but_no_subscribers_is_not() {
+        let ack = |reason| {
+            let mut a = rumqttc::v5::mqttbytes::v5::PubAck::new(7, None);
+            a.reason = reason;
+            match read(Event::Incoming(Packet::PubAck(a)), 1) {
+                Read::Tell(i) => i,
+                _ => panic!("a PUBACK must be told to the hub"),
+            }
+        };
+        assert!(matches!(ack(PubAckReason::Success), Inbound::PubAck(7)));
+        assert!(matches!(
+            ack(PubAckReason::NoMatchingSubscribers),
+            Inbound::PubAck(7)
+        ));
+        match ack(PubAckReason::NotAuthorized) {
+            Inbound::Denied { pkid: 7, reason } => assert_eq!(reason, "NotAuthorized"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            ack(PubAckReason::QuotaExceeded),
+            Inbound::Denied { pkid: 7, .. }
+        ));
+    }
+
+    #[test]
+    fn a_denial_names_the_acl_and_the_prefix_to_check() {
+        let h = denial_hint("NotAuthorized", "ship");
+        assert!(h.contains("ACL") && h.contains("ship/diagnosis/#"), "{h}");
+        assert!(denial_hint("TopicNameInvalid", "ship").contains("topic_prefix"));
+        assert!(denial_hint("UnspecifiedError", "ship").contains("ship/diagnosis/#"));
     }
 
     #[test]

@@ -212,7 +212,7 @@ async fn notifications_arrive_ready_then_status_then_stopping() {
         // One answer, delivered: nothing waits for a PUBACK or in the outbox.
         m.starts_with("STATUS=")
             && m.contains("diagnosed 1 (passages ")
-            && m.ends_with("unacked 0 outbox 0")
+            && m.ends_with("unacked 0 outbox 0 denied 0")
     });
     let stopping = pos(&|m| m == "STOPPING=1").unwrap_or_else(|| panic!("no STOPPING=1: {got:?}"));
     let status_after = status_after

@@ -107,7 +107,9 @@ impl Broker {
         Self::start_with(free_port(), tempfile::tempdir().unwrap(), "")
     }
 
-    fn start_with(port: u16, dir: tempfile::TempDir, limits: &str) -> Self {
+    /// A broker on `port` with persistence in `dir`; `extra` is appended to
+    /// its config verbatim (limits, an `acl_file`, logging).
+    pub fn start_with(port: u16, dir: tempfile::TempDir, extra: &str) -> Self {
         // mosquitto started as root drops to its own user, which must be able
         // to write the persistence file, or sessions vanish on restart.
         std::fs::set_permissions(
@@ -119,7 +121,7 @@ impl Broker {
         std::fs::write(
             &conf,
             format!(
-                "listener {port} 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location {}/\n{limits}",
+                "listener {port} 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location {}/\n{extra}",
                 dir.path().display()
             ),
         )
@@ -144,6 +146,17 @@ impl Broker {
             dir,
             child: Some(child),
         }
+    }
+
+    /// SIGHUP: mosquitto reloads its config, and with it the ACL file,
+    /// keeping every connection.
+    pub fn reload(&self) {
+        let c = self.child.as_ref().expect("broker not running");
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(c.id() as i32),
+            nix::sys::signal::Signal::SIGHUP,
+        )
+        .unwrap();
     }
 
     pub fn stop(mut self) -> (u16, tempfile::TempDir) {
@@ -795,7 +808,8 @@ impl Broker {
         }
     }
 
-    /// The broker's log so far (brokers from `start_tls` only).
+    /// The broker's log so far: brokers from `start_tls`, or from
+    /// `start_with` told to `log_dest file` there.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("mosquitto.log")).unwrap_or_default()
     }

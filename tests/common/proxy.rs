@@ -48,9 +48,11 @@ impl PubackDropper {
                 }));
                 tokio::spawn(pump(br, cw, move |p| {
                     let mut t = t2.lock().unwrap();
+                    // The id follows the one-byte length: an MQTT 5 PUBACK
+                    // may carry a reason code and properties after it.
                     let is_target = p[0] >> 4 == 4
                         && p.len() >= 4
-                        && t.pkid == Some(u16::from_be_bytes([p[p.len() - 2], p[p.len() - 1]]));
+                        && t.pkid == Some(u16::from_be_bytes([p[2], p[3]]));
                     if is_target && !t.dropped {
                         t.dropped = true;
                         return false;

@@ -29,7 +29,8 @@ pub fn alarm(data: &[u8]) {
         return;
     };
     let (topic, payload) = rest.split_at(usize::from(n).min(rest.len()));
-    // rumqttc hands the daemon topics as `String`s.
+    // The daemon rejects a topic that is not UTF-8 before this (MQTT 5
+    // topics come as bytes); lossy decoding keeps every input useful here.
     let topic = String::from_utf8_lossy(topic);
     match alarm::equipment_from_topic(PREFIX, &topic) {
         Ok(eq) => {
