@@ -135,6 +135,10 @@ async fn a_full_disk_with_a_damaged_outbox_starts_delivers_and_says_why() {
         })
         .await;
     assert_full_diagnosis_shape(&got);
+    // The daemon's stderr reaches the test through a pipe and a reader
+    // thread, which can lag the diagnosis that came over MQTT: wait for the
+    // line (the count below still requires exactly one).
+    d.wait_log("diagnosis not on disk", Duration::from_secs(10));
     let kept_in_memory = |log: &str| {
         log.lines()
             .filter(|l| l.contains("diagnosis not on disk") && l.contains("No space left"))
@@ -165,6 +169,8 @@ async fn a_full_disk_with_a_damaged_outbox_starts_delivers_and_says_why() {
         v["alarm_id"] == "room-1"
     })
     .await;
+    // As above: a second "not on disk" line may still be in the pipe.
+    tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(
         kept_in_memory(&d.log()),
         1,
