@@ -66,9 +66,8 @@ async fn storm(
         want.insert(id);
         if let Some(r) = per_s {
             let due = Duration::from_micros(i as u64 * 1_000_000 / r);
-            if t0.elapsed() < due {
-                tokio::time::sleep(due - t0.elapsed()).await;
-            }
+            // One reading of the clock: two could straddle `due`.
+            tokio::time::sleep(due.saturating_sub(t0.elapsed())).await;
         }
     }
     let critical = alarm(
