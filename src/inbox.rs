@@ -27,6 +27,7 @@ use crate::journal;
 
 const FILE_MAGIC: &[u8; 4] = b"TWIB";
 const FILE_VERSION: u32 = 1;
+const MARKER: [u8; 4] = [0xF7, b'T', b'W', b'J'];
 
 #[derive(Debug, thiserror::Error)]
 pub enum InboxError {
@@ -155,12 +156,12 @@ impl Inbox {
             } else {
                 0
             };
-            let p = journal::parse::<Rec>(&bytes, start);
+            let p = journal::parse::<Rec>(&MARKER, &bytes, start);
             report.torn_bytes = (bytes.len() - p.end) as u64;
             // From 0, the damaged header is among the bytes skipped.
             report.damaged_bytes = p.damaged;
             for r in p.records {
-                let n = journal::frame(&r).len() as u64;
+                let n = journal::frame(&MARKER, &r).len() as u64;
                 book.apply(r, n);
             }
         }
@@ -201,7 +202,7 @@ impl Inbox {
             topic: topic.to_string(),
             payload: payload.to_vec(),
         };
-        let b = journal::frame(&rec);
+        let b = journal::frame(&MARKER, &rec);
         let need = b.len() as u64;
         if self.size + need > self.max_bytes && self.book.live_bytes + need < self.size {
             self.compact()?;
@@ -237,7 +238,7 @@ impl Inbox {
             return Ok(());
         }
         let rec = Rec::Done { key: *key };
-        let b = journal::frame(&rec);
+        let b = journal::frame(&MARKER, &rec);
         self.book.apply(rec, 0);
         if self.book.held.is_empty() {
             return self.compact();
@@ -252,11 +253,14 @@ impl Inbox {
         let mut out = journal::header(FILE_MAGIC, FILE_VERSION).to_vec();
         for key in self.book.order.values() {
             let (_, h, _) = &self.book.held[key];
-            out.extend_from_slice(&journal::frame(&Rec::Alarm {
-                key: h.key,
-                topic: h.topic.clone(),
-                payload: h.payload.clone(),
-            }));
+            out.extend_from_slice(&journal::frame(
+                &MARKER,
+                &Rec::Alarm {
+                    key: h.key,
+                    topic: h.topic.clone(),
+                    payload: h.payload.clone(),
+                },
+            ));
         }
         journal::write_atomic(&self.path, &out).map_err(self.io())?;
         self.file = journal::open_rw(&self.path).map_err(self.io())?;

@@ -3,7 +3,10 @@
 //! recovery rules that make a power cut or a bad sector cost the least.
 //!
 //! A file is `[magic 4][version u32]`, then frames
-//! `[marker u32][len u32][crc32 u32][postcard record]`. Reading skips a frame
+//! `[marker u32][len u32][crc32 u32][postcard record]`; each journal has its
+//! own marker (the inbox's and the outbox's differ), whose first byte, 0xF7,
+//! never occurs in UTF-8, so JSON payloads and topics cannot contain it and a
+//! false match elsewhere fails its CRC. Reading skips a frame
 //! that does not check out by scanning for the next marker, so one damaged
 //! record mid-file loses that record only; damage with nothing valid after it
 //! is a torn tail (power lost mid-write), which the caller cuts off. Nothing
@@ -18,10 +21,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 pub const FILE_HEADER: usize = 8;
-/// Starts every frame. 0xF7 never occurs in UTF-8, so JSON payloads and
-/// topics cannot contain it; a false match elsewhere fails its CRC.
-const MARKER: [u8; 4] = [0xF7, b'T', b'W', b'J'];
-const FRAME_HEADER: usize = 12;
+pub const FRAME_HEADER: usize = 12;
 /// Records are alarms and diagnoses of a few KiB; anything claiming more is damage.
 const MAX_RECORD: usize = 16 << 20;
 
@@ -34,23 +34,23 @@ pub fn header(magic: &[u8; 4], version: u32) -> [u8; FILE_HEADER] {
 }
 
 /// One record, framed for appending.
-pub fn frame<T: Serialize>(rec: &T) -> Vec<u8> {
+pub fn frame<T: Serialize>(marker: &[u8; 4], rec: &T) -> Vec<u8> {
     let body = postcard::to_allocvec(rec).unwrap_or_default();
     let mut out = Vec::with_capacity(body.len() + FRAME_HEADER);
-    out.extend_from_slice(&MARKER);
+    out.extend_from_slice(marker);
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
     out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
     out.extend_from_slice(&body);
     out
 }
 
-fn u32_at(b: &[u8], at: usize) -> u32 {
+pub fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
 /// The record framed at `at`, and its length, if the frame checks out.
-fn frame_at<T: DeserializeOwned>(bytes: &[u8], at: usize) -> Option<(T, usize)> {
-    if bytes.len() < at + FRAME_HEADER || bytes[at..at + 4] != MARKER {
+fn frame_at<T: DeserializeOwned>(marker: &[u8; 4], bytes: &[u8], at: usize) -> Option<(T, usize)> {
+    if bytes.len() < at + FRAME_HEADER || bytes[at..at + 4] != *marker {
         return None;
     }
     let len = u32_at(bytes, at + 4) as usize;
@@ -75,14 +75,14 @@ pub struct Parsed<T> {
     pub damaged: u64,
 }
 
-/// Frames from `start` on.
-pub fn parse<T: DeserializeOwned>(bytes: &[u8], start: usize) -> Parsed<T> {
+/// Frames with `marker` from `start` on.
+pub fn parse<T: DeserializeOwned>(marker: &[u8; 4], bytes: &[u8], start: usize) -> Parsed<T> {
     let mut records = Vec::new();
     let mut at = start;
     let mut end = start;
     let mut damaged = 0u64;
     while at < bytes.len() {
-        if let Some((rec, n)) = frame_at(bytes, at) {
+        if let Some((rec, n)) = frame_at(marker, bytes, at) {
             records.push(rec);
             at += n;
             end = at;
@@ -90,7 +90,7 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8], start: usize) -> Parsed<T> {
         }
         // Resynchronise on the next frame that checks out.
         let next = (at + 1..bytes.len())
-            .find(|&i| bytes[i] == MARKER[0] && frame_at::<T>(bytes, i).is_some());
+            .find(|&i| bytes[i] == marker[0] && frame_at::<T>(marker, bytes, i).is_some());
         match next {
             Some(i) => {
                 damaged += (i - at) as u64;
@@ -151,10 +151,12 @@ mod tests {
     #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
     struct R(u32, String);
 
+    const M: [u8; 4] = [0xF7, b'T', b'S', b'T'];
+
     fn file(recs: &[R]) -> Vec<u8> {
         let mut b = header(b"TEST", 1).to_vec();
         for r in recs {
-            b.extend_from_slice(&frame(r));
+            b.extend_from_slice(&frame(&M, r));
         }
         b
     }
@@ -162,9 +164,9 @@ mod tests {
     #[test]
     fn a_damaged_frame_mid_file_costs_that_record_only() {
         let mut b = file(&[R(1, "a".into()), R(2, "b".into()), R(3, "c".into())]);
-        let second = FILE_HEADER + frame(&R(1, "a".into())).len();
+        let second = FILE_HEADER + frame(&M, &R(1, "a".into())).len();
         b[second + FRAME_HEADER] ^= 0xff;
-        let p: Parsed<R> = parse(&b, FILE_HEADER);
+        let p: Parsed<R> = parse(&M, &b, FILE_HEADER);
         assert_eq!(p.records, vec![R(1, "a".into()), R(3, "c".into())]);
         assert!(p.damaged > 0);
         assert_eq!(p.end, b.len());
@@ -174,9 +176,9 @@ mod tests {
     fn a_torn_tail_ends_the_records_where_the_last_good_frame_ends() {
         let b = file(&[R(1, "a".into()), R(2, "b".into())]);
         let cut = &b[..b.len() - 2];
-        let p: Parsed<R> = parse(cut, FILE_HEADER);
+        let p: Parsed<R> = parse(&M, cut, FILE_HEADER);
         assert_eq!(p.records, vec![R(1, "a".into())]);
-        assert_eq!(p.end, FILE_HEADER + frame(&R(1, "a".into())).len());
+        assert_eq!(p.end, FILE_HEADER + frame(&M, &R(1, "a".into())).len());
         assert_eq!(p.damaged, 0);
     }
 

@@ -33,6 +33,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::delivery::Key;
+use crate::journal::{self, u32_at};
 
 /// Delivered alarms remembered across restarts, at most (see
 /// `remembered_within`).
@@ -45,13 +46,9 @@ const ANSWERED_SHARE: u64 = 4;
 
 const FILE_MAGIC: &[u8; 4] = b"TWOB";
 const FILE_VERSION: u32 = 2;
-const FILE_HEADER: usize = 8;
-/// Starts every frame. 0xF7 never occurs in UTF-8, so JSON payloads and
-/// topics cannot contain it; a false match elsewhere fails its CRC.
+const FILE_HEADER: usize = journal::FILE_HEADER;
+/// Starts every frame (see `journal`); the inbox's differs.
 const MARKER: [u8; 4] = [0xF7, b'T', b'W', b'R'];
-const FRAME_HEADER: usize = 12;
-/// Diagnoses are a few KiB; anything claiming more is damage.
-const MAX_RECORD: usize = 16 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OutboxError {
@@ -284,62 +281,7 @@ pub struct Outbox {
 }
 
 fn frame(rec: &Rec) -> Vec<u8> {
-    let body = postcard::to_allocvec(rec).unwrap_or_default();
-    let mut out = Vec::with_capacity(body.len() + FRAME_HEADER);
-    out.extend_from_slice(&MARKER);
-    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-    out.extend_from_slice(&body);
-    out
-}
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-/// The record framed at `at`, and its length, if the frame checks out.
-fn frame_at(bytes: &[u8], at: usize) -> Option<(Rec, usize)> {
-    if bytes.len() < at + FRAME_HEADER || bytes[at..at + 4] != MARKER {
-        return None;
-    }
-    let len = u32_at(bytes, at + 4) as usize;
-    if len > MAX_RECORD {
-        return None;
-    }
-    let body = bytes.get(at + FRAME_HEADER..at + FRAME_HEADER + len)?;
-    if crc32fast::hash(body) != u32_at(bytes, at + 8) {
-        return None;
-    }
-    let rec = postcard::from_bytes::<Rec>(body).ok()?;
-    Some((rec, FRAME_HEADER + len))
-}
-
-/// Frames after the file header. Returns the records, where the last good
-/// frame ends (what follows is a torn tail), and the damaged bytes skipped.
-fn parse(bytes: &[u8], start: usize) -> (Vec<Rec>, usize, u64) {
-    let mut out = Vec::new();
-    let mut at = start;
-    let mut end = start;
-    let mut damaged = 0u64;
-    while at < bytes.len() {
-        if let Some((rec, n)) = frame_at(bytes, at) {
-            out.push(rec);
-            at += n;
-            end = at;
-            continue;
-        }
-        // Resynchronise on the next frame that checks out.
-        let next =
-            (at + 1..bytes.len()).find(|&i| bytes[i] == MARKER[0] && frame_at(bytes, i).is_some());
-        match next {
-            Some(i) => {
-                damaged += (i - at) as u64;
-                at = i;
-            }
-            None => break,
-        }
-    }
-    (out, end, damaged)
+    journal::frame(&MARKER, rec)
 }
 
 /// Format 1: `[len u32][crc32 u32][postcard]` frames from offset 0, no
@@ -365,10 +307,7 @@ fn parse_v1(bytes: &[u8]) -> Vec<Rec> {
 }
 
 fn header() -> [u8; FILE_HEADER] {
-    let mut h = [0u8; FILE_HEADER];
-    h[..4].copy_from_slice(FILE_MAGIC);
-    h[4..].copy_from_slice(&FILE_VERSION.to_le_bytes());
-    h
+    journal::header(FILE_MAGIC, FILE_VERSION)
 }
 
 /// Makes a rename or a new file in `dir` survive a power cut: without it the
@@ -474,7 +413,11 @@ impl Outbox {
             }
             Vec::new()
         } else if bytes.starts_with(FILE_MAGIC) {
-            let (recs, end, damaged) = parse(&bytes, FILE_HEADER);
+            let journal::Parsed {
+                records: recs,
+                end,
+                damaged,
+            } = journal::parse(&MARKER, &bytes, FILE_HEADER);
             report.torn_bytes = (bytes.len() - end) as u64;
             report.damaged_bytes = damaged;
             if report.torn_bytes > 0 {
@@ -498,7 +441,7 @@ impl Outbox {
             // A damaged file header must not cost the records behind it: a
             // format-1 file has no frame markers, so frames that check out
             // mean format 2.
-            let (recs, _, _) = parse(&bytes, 0);
+            let recs = journal::parse::<Rec>(&MARKER, &bytes, 0).records;
             if recs.is_empty() {
                 report.upgraded = true;
                 parse_v1(&bytes)
