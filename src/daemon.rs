@@ -47,10 +47,6 @@ pub enum DaemonError {
     Llm(#[from] crate::llm::LlmError),
     #[error(transparent)]
     Mqtt(#[from] mqtt::MqttError),
-    #[error(transparent)]
-    Outbox(#[from] crate::outbox::OutboxError),
-    #[error(transparent)]
-    Inbox(#[from] crate::inbox::InboxError),
     #[error("state_dir {path}: {source}")]
     StateDir {
         path: String,
