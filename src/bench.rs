@@ -174,6 +174,13 @@ pub struct ComboResult {
     /// Mean alarm-to-diagnosis time of the prefix-hit jobs that answered;
     /// None without RAG prompts or if every one failed.
     pub alarm_latency_ms: Option<f64>,
+    /// Mean answer tokens per RAG diagnosis the model chose (sampled, or a
+    /// branch point of a chosen item), and the ones fed to it in batches
+    /// (JSON skeleton, the rest of a chosen item); None without RAG prompts.
+    #[serde(default)]
+    pub chosen_tokens: Option<f64>,
+    #[serde(default)]
+    pub fed_tokens: Option<f64>,
     /// Wall time of the daemon's jobs over llama.cpp's own decode time, minus
     /// one; None when no job was timed by llama_perf.
     pub gen_overhead: Option<f64>,
@@ -357,11 +364,13 @@ pub async fn worker(
     };
     let info = pipeline.model.info.clone();
     let (mut ttft, mut latency, mut overhead) = (crate::ttft::TtftStats::default(), None, None);
+    let mut split: Option<(f64, f64)> = None;
     let mut spec = None;
     if c.rag_cases > 0 && !cases.is_empty() {
         let slot = &mut slots[0];
         let prefix_tokens = pipeline.model.static_prefix_tokens();
         let (mut probes, mut lats, mut wall, mut llama) = (vec![], vec![], 0.0, 0.0);
+        let (mut chosen, mut fed) = (0.0, 0.0);
         // Each prompt twice, as `eval` probes it: TTFT from an empty cache,
         // then the whole diagnosis with only the static prefix cached (as
         // every daemon job starts), so the two compare.
@@ -374,6 +383,8 @@ pub async fn worker(
             let tr = pipeline.diagnose_traced(slot, &case.alarm, style).await;
             if let Some(o) = &tr.first {
                 lats.push(t.elapsed().as_secs_f64() * 1e3);
+                chosen += f64::from(o.generated_tokens);
+                fed += f64::from(o.fed_tokens);
                 wall += o.total_ms;
                 llama += o.llama_decode_ms;
             }
@@ -385,6 +396,8 @@ pub async fn worker(
         }
         ttft = crate::ttft::stats(&probes);
         latency = (!lats.is_empty()).then(|| lats.iter().sum::<f64>() / lats.len() as f64);
+        let n = lats.len() as f64;
+        split = (!lats.is_empty()).then_some((chosen / n, fed / n));
         overhead = (llama > 0.0).then(|| wall / llama - 1.0);
         if c.speculation {
             let lookup = pipeline
@@ -416,6 +429,8 @@ pub async fn worker(
         ttft_prefix_ms: ttft.ttft_prefix_ms_p50,
         ttft_failed: ttft.ttft_cold_failed + ttft.ttft_prefix_failed,
         alarm_latency_ms: latency,
+        chosen_tokens: split.map(|s| s.0),
+        fed_tokens: split.map(|s| s.1),
         gen_overhead: overhead,
         peak_rss_anon_mib: anon,
         peak_rss_file_mib: file,
@@ -554,13 +569,13 @@ pub fn decide(results: &[ComboResult], margin: f64) -> Decision {
 /// A table in llama-bench's style.
 pub fn table(results: &[ComboResult]) -> String {
     let mut s = String::from(
-        "| model | size | params | threads | batch | ctx | pp t/s | tg t/s | TTFT cold ms | TTFT prefix ms | TTFT failed | alarm ms | RSS anon MiB | RSS file MiB | fits | acc |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n",
+        "| model | size | params | threads | batch | ctx | pp t/s | tg t/s | TTFT cold ms | TTFT prefix ms | TTFT failed | alarm ms | chosen / fed tokens | RSS anon MiB | RSS file MiB | fits | acc |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n",
     );
     // A measurement that did not happen or failed is "-", never 0.
     let ms = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format!("{v:.0}"));
     for r in results {
         s.push_str(&format!(
-            "| {} | {:.0} MiB | {:.2} B | {} | {} | {} | {:.1} ± {:.1} | {:.1} ± {:.1} | {} | {} | {} | {} | {:.0} | {:.0} | {} | {} |\n",
+            "| {} | {:.0} MiB | {:.2} B | {} | {} | {} | {:.1} ± {:.1} | {:.1} ± {:.1} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {} | {} |\n",
             r.model,
             r.model_bytes as f64 / 1048576.0,
             r.params as f64 / 1e9,
@@ -575,6 +590,10 @@ pub fn table(results: &[ComboResult]) -> String {
             ms(r.ttft_prefix_ms),
             r.ttft_failed,
             ms(r.alarm_latency_ms),
+            match (r.chosen_tokens, r.fed_tokens) {
+                (Some(c), Some(f)) => format!("{c:.0} / {f:.0}"),
+                _ => "-".into(),
+            },
             r.peak_rss_anon_mib,
             r.peak_rss_file_mib,
             if r.fits_budget { "yes" } else { "no" },
@@ -659,6 +678,8 @@ mod tests {
             ttft_prefix_ms: None,
             ttft_failed: 0,
             alarm_latency_ms: (lat > 0.0).then_some(lat),
+            chosen_tokens: None,
+            fed_tokens: None,
             gen_overhead: None,
             peak_rss_anon_mib: 0.0,
             peak_rss_file_mib: 0.0,

@@ -139,6 +139,19 @@ pub struct EvalArgs {
     /// same alarms repeated with a new reading after 11 others
     #[arg(long, value_name = "N", value_parser = usize_in(1, 1000), conflicts_with_all = ["retrieval", "prompts"])]
     pub interleaved: Option<usize>,
+    /// Answer modes side by side in one run, each case through each mode
+    /// in turn: model-chosen and fed tokens, generation time, TTFT,
+    /// latency, cause keywords, grounding and validity per mode, and the
+    /// A72 projection (e.g. --answer chosen,written)
+    #[arg(long, value_delimiter = ',', value_parser = ["chosen", "written"], conflicts_with_all = ["retrieval", "prompts", "interleaved", "speculation"])]
+    pub answer: Vec<String>,
+    /// With --answer: where a chosen answer's summary is written, before the
+    /// lists or after them (both: each is a mode of its own)
+    #[arg(long, value_delimiter = ',', value_parser = ["first", "last"], requires = "answer")]
+    pub summary: Vec<String>,
+    /// With --answer: cap on the summary's tokens (default: llm.summary_tokens)
+    #[arg(long, value_parser = clap::value_parser!(u32).range(8..=256), requires = "answer")]
+    pub summary_tokens: Option<u32>,
 }
 
 #[derive(Debug, clap::Args)]

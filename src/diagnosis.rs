@@ -36,10 +36,81 @@ impl Mode {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Cause {
     pub cause: String,
     pub likelihood: String,
+    /// Where the cause is in the manuals, when it is a manual item word for
+    /// word (`Item::source`); absent for a model-written cause.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+/// One numbered item of a manual passage: its text exactly as the manual
+/// has it, and where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    pub text: String,
+    /// "main_engine_crankcase-zh § ME-CC-OMD-HI 检查与处理 #2": document,
+    /// section and the item's number, so the engineer can open the page.
+    pub source: String,
+}
+
+impl Item {
+    /// The numbered items of a passage, in the manual's order, each with
+    /// the number the manual gives it (a section split into parts goes on
+    /// counting: its second part may start at "5）").
+    pub fn of(hit: &Hit) -> Vec<Item> {
+        let mut from = 0;
+        list_items(&hit.text)
+            .into_iter()
+            .enumerate()
+            .map(|(i, text)| {
+                let at = hit.text[from..].find(&text).map(|k| from + k);
+                let n = at.and_then(|at| marker_number(&hit.text[..at]));
+                if let Some(at) = at {
+                    from = at + text.len();
+                }
+                Item {
+                    source: format!(
+                        "{} § {} #{}",
+                        hit.doc,
+                        hit.section,
+                        n.unwrap_or(i as u32 + 1)
+                    ),
+                    text,
+                }
+            })
+            .collect()
+    }
+}
+
+/// The number of the list marker that `before` ends with: "…；5）" → 5,
+/// "（2）" → 2, "3. " → 3.
+fn marker_number(before: &str) -> Option<u32> {
+    let t = before.trim_end();
+    let t = t.strip_suffix([')', '）', '、', '.'])?;
+    let digits = t.len() - t.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    t[t.len() - digits..].parse().ok()
+}
+
+/// What kind of list a passage holds, by its section heading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListKind {
+    Causes,
+    Checks,
+}
+
+impl ListKind {
+    pub fn of(section: &str) -> Option<Self> {
+        if is_causes(section) {
+            Some(ListKind::Causes)
+        } else if is_checks(section) {
+            Some(ListKind::Checks)
+        } else {
+            None
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,6 +137,11 @@ pub struct Timings {
     pub draft_tokens: u32,
     #[serde(default)]
     pub accepted_tokens: u32,
+    /// Answer tokens the model did not choose but read in batches like a
+    /// prompt: the JSON skeleton, and in a chosen answer the rest of each
+    /// manual item after the tokens that told the candidates apart.
+    #[serde(default)]
+    pub fed_tokens: u32,
 }
 
 /// The diagnosis published on `{prefix}/diagnosis/{equipment}`.
@@ -77,6 +153,12 @@ pub struct Diagnosis {
     pub summary: String,
     pub probable_causes: Vec<Cause>,
     pub actions: Vec<String>,
+    /// Where each action is in the manuals, in the order of `actions`, when
+    /// every action is a manual item word for word; empty otherwise. A list
+    /// beside `actions`, not objects in it, so consumers that read `actions`
+    /// as strings keep working.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub action_sources: Vec<String>,
     pub sources: Vec<Source>,
     pub mode: Mode,
     /// Share (0..1, two decimals) of the model's causes that were text and
@@ -112,6 +194,7 @@ pub fn list_items(text: &str) -> Vec<String> {
     };
     let mut items = Vec::new();
     let mut cur = String::new();
+    let mut marked = false;
     let chars: Vec<char> = body.chars().collect();
     let mut i = 0;
     while i < chars.len() {
@@ -141,9 +224,12 @@ pub fn list_items(text: &str) -> Vec<String> {
         };
         if let Some(len) = is_marker(i) {
             let t = clean_item(&cur);
-            if !t.is_empty() {
+            // Text before the first marker is the lead-in sentence, not an
+            // item (even when it starts with a digit: "4G signal weak …").
+            if !t.is_empty() && marked {
                 items.push(t);
             }
+            marked = true;
             cur.clear();
             i += len;
             continue;
@@ -154,14 +240,6 @@ pub fn list_items(text: &str) -> Vec<String> {
     let t = clean_item(&cur);
     if !t.is_empty() {
         items.push(t);
-    }
-    // Text before the first marker is the lead-in sentence, not an item.
-    if items.len() > 1
-        && !body
-            .trim_start()
-            .starts_with(|c: char| c.is_ascii_digit() || c == '(' || c == '（')
-    {
-        items.remove(0);
     }
     items
 }
@@ -199,22 +277,24 @@ pub fn from_passages(
     let checks_hit = hits.iter().find(|h| is_checks(&h.section));
     let likelihood = ["high", "medium", "low"];
     let probable_causes: Vec<Cause> = causes_hit
-        .map(|h| list_items(&h.text))
+        .map(Item::of)
         .unwrap_or_default()
         .into_iter()
         .take(4)
         .enumerate()
         .map(|(i, c)| Cause {
-            cause: c,
+            cause: c.text,
             likelihood: likelihood[i.min(2)].into(),
+            source: Some(c.source),
         })
         .collect();
-    let actions: Vec<String> = checks_hit
-        .map(|h| list_items(&h.text))
+    let (actions, action_sources): (Vec<String>, Vec<String>) = checks_hit
+        .map(Item::of)
         .unwrap_or_default()
         .into_iter()
         .take(5)
-        .collect();
+        .map(|i| (i.text, i.source))
+        .unzip();
     let sources = dedup_sources(
         causes_hit
             .into_iter()
@@ -232,6 +312,7 @@ pub fn from_passages(
         summary: passages_summary(alarm, hits, mode),
         probable_causes,
         actions,
+        action_sources,
         sources,
         mode,
         // Every cause is the manuals' own; in mode "passages" the model's
@@ -338,6 +419,60 @@ mod tests {
         );
         let z = "主机滑油压力低。可能原因：1）滤器堵塞；2）滑油泵磨损；3）油位低。";
         assert_eq!(list_items(z), vec!["滤器堵塞", "滑油泵磨损", "油位低"]);
+        // A lead-in that starts with a digit is still no item.
+        let g = "4G signal weak (low RSSI, RSRP or SINR, poor signal). Probable causes, most likely first: 1) antenna cable; 2) coverage.";
+        assert_eq!(list_items(g), vec!["antenna cable", "coverage"]);
+        assert_eq!(
+            list_items("Worn impeller, clogged strainer."),
+            vec!["Worn impeller, clogged strainer"]
+        );
+    }
+
+    #[test]
+    fn items_keep_the_manuals_numbers_and_words() {
+        let h = |section: &str, text: &str| Hit {
+            passage: 0,
+            doc: "battery-zh".into(),
+            section: section.into(),
+            score: 1.0,
+            text: text.into(),
+            lang: "zh".into(),
+            title: "t".into(),
+        };
+        let part2 = h(
+            "BAT-VOLT-LO 原因 (2/2)",
+            "5）端子松动、接线腐蚀或保险丝熔断；6）锂电池BMS保护切断。",
+        );
+        let items = Item::of(&part2);
+        assert_eq!(
+            items,
+            [
+                Item {
+                    text: "端子松动、接线腐蚀或保险丝熔断".into(),
+                    source: "battery-zh § BAT-VOLT-LO 原因 (2/2) #5".into()
+                },
+                Item {
+                    text: "锂电池BMS保护切断".into(),
+                    source: "battery-zh § BAT-VOLT-LO 原因 (2/2) #6".into()
+                }
+            ]
+        );
+        let en = h(
+            "X checks",
+            "Checks: 1) Never open the crankcase doors within 10 minutes of a stop. 2) Do not restart before the cause is found.",
+        );
+        let items = Item::of(&en);
+        assert_eq!(
+            items[0].text,
+            "Never open the crankcase doors within 10 minutes of a stop"
+        );
+        assert!(items[0].source.ends_with("X checks #1"));
+        assert_eq!(items[1].text, "Do not restart before the cause is found");
+        assert!(items[1].source.ends_with("#2"));
+        let paren = h("Y 原因", "（1）滤器堵塞（2）严禁打开曲轴箱道门");
+        let items = Item::of(&paren);
+        assert_eq!(items[1].text, "严禁打开曲轴箱道门");
+        assert!(items[1].source.ends_with("#2"), "{:?}", items[1]);
     }
 
     #[test]

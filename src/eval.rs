@@ -338,8 +338,10 @@ mod tests {
             probable_causes: vec![crate::diagnosis::Cause {
                 cause: "clogged filter".into(),
                 likelihood: "high".into(),
+                source: None,
             }],
             actions: vec!["check the filter".into()],
+            action_sources: vec![],
             sources: vec![],
             mode,
             grounded: 1.0,
@@ -489,6 +491,40 @@ mod tests {
     }
 
     #[test]
+    fn answer_modes_are_listed_once_each_and_only_chosen_ones_split_by_summary() {
+        use crate::config::Answer;
+        let m = |a, s| AnswerMode {
+            answer: a,
+            summary_last: s,
+        };
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            AnswerMode::list(&s(&["chosen", "written"]), &[]),
+            [m(Answer::Chosen, None), m(Answer::Written, None)]
+        );
+        assert_eq!(
+            AnswerMode::list(&s(&["chosen", "written", "chosen"]), &s(&["first", "last"])),
+            [
+                m(Answer::Chosen, Some(false)),
+                m(Answer::Chosen, Some(true)),
+                m(Answer::Written, None)
+            ]
+        );
+        assert_eq!(m(Answer::Chosen, Some(true)).name(), "chosen, summary last");
+    }
+
+    #[test]
+    fn filler_is_found_in_either_language() {
+        assert!(has_filler("检查滤器。如果问题持续存在，请联系技术支持团队"));
+        assert!(has_filler(
+            "Check the filter. If the problem persists, contact technical support."
+        ));
+        assert!(!has_filler(
+            "Lube oil pressure low: filter choked or pump worn."
+        ));
+    }
+
+    #[test]
     fn percentiles_pick_from_sorted_samples() {
         let v: Vec<f64> = (1..=100).map(f64::from).collect();
         assert_eq!(percentile(&v, 0.5), 51.0);
@@ -568,6 +604,12 @@ pub struct PromptReport {
     pub passages_mean: f64,
     /// Share of cases whose gold passage made it into the prompt.
     pub gold_in_prompt: f64,
+    /// Cases whose prompt shows no cause item or no check item to choose
+    /// from, so that a chosen answer is written instead (llm.answer chosen).
+    pub without_candidates: Vec<String>,
+    /// Median candidates a chosen answer picks its causes and actions from.
+    pub cause_candidates_p50: f64,
+    pub action_candidates_p50: f64,
 }
 
 /// Builds every case's prompt as the daemon would and counts its tokens.
@@ -575,9 +617,26 @@ pub fn run_prompts(pipeline: &crate::pipeline::Pipeline, cases: &[Case]) -> Prom
     let prefix_tokens = pipeline.model.static_prefix_tokens();
     let (mut prompt, mut suffix, mut share) = (vec![], vec![], vec![]);
     let (mut passages, mut gold) = (0usize, 0usize);
+    let (mut without, mut nc, mut na) = (Vec::new(), Vec::new(), Vec::new());
     for c in cases {
         let (hits, ms) = pipeline.retrieve(&c.alarm);
         let p = pipeline.prepare(&c.alarm, hits, ms, false, crate::llm::Style::Schema);
+        match &p.candidates {
+            Some(k) => {
+                nc.push(k.causes.len() as f64);
+                na.push(k.actions.len() as f64);
+            }
+            None => without.push(format!(
+                "{} ({}): {}",
+                c.case,
+                c.alarm.code,
+                p.hits
+                    .iter()
+                    .map(|h| format!("{} § {}", h.doc, h.section))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
         let n = pipeline.model.prompt_tokens(&p.request.prompt);
         let s = n.saturating_sub(prefix_tokens);
         prompt.push(n as f64);
@@ -588,7 +647,7 @@ pub fn run_prompts(pipeline: &crate::pipeline::Pipeline, cases: &[Case]) -> Prom
             gold += 1;
         }
     }
-    for v in [&mut prompt, &mut suffix, &mut share] {
+    for v in [&mut prompt, &mut suffix, &mut share, &mut nc, &mut na] {
         v.sort_by(f64::total_cmp);
     }
     let n = cases.len().max(1) as f64;
@@ -603,6 +662,9 @@ pub fn run_prompts(pipeline: &crate::pipeline::Pipeline, cases: &[Case]) -> Prom
         suffix_share_p50: percentile(&share, 0.5),
         passages_mean: passages as f64 / n,
         gold_in_prompt: gold as f64 / n,
+        without_candidates: without,
+        cause_candidates_p50: percentile(&nc, 0.5),
+        action_candidates_p50: percentile(&na, 0.5),
     }
 }
 
@@ -740,5 +802,283 @@ pub async fn run_full(
         latency_ms_p99: percentile(&lat, 0.99),
         latency_ms_max: lat.last().copied().unwrap_or(0.0),
         gen_tokens_per_s_p50: percentile(&tps, 0.5),
+    }
+}
+
+/// One answer mode of a side-by-side run (`eval --answer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnswerMode {
+    pub answer: crate::config::Answer,
+    /// Where a chosen answer's summary goes; None: as the config says.
+    pub summary_last: Option<bool>,
+}
+
+impl AnswerMode {
+    /// The modes `--answer` and `--summary` name: each answer, and a chosen
+    /// one once per summary place (a written answer always writes its
+    /// summary first).
+    pub fn list(answers: &[String], summary: &[String]) -> Vec<AnswerMode> {
+        let mut out = Vec::new();
+        for a in answers {
+            let Some(answer) = crate::config::Answer::parse(a) else {
+                continue;
+            };
+            let places: Vec<Option<bool>> = match (answer, summary.is_empty()) {
+                (crate::config::Answer::Chosen, false) => {
+                    summary.iter().map(|s| Some(s == "last")).collect()
+                }
+                _ => vec![None],
+            };
+            for summary_last in places {
+                let m = AnswerMode {
+                    answer,
+                    summary_last,
+                };
+                if !out.contains(&m) {
+                    out.push(m);
+                }
+            }
+        }
+        out
+    }
+
+    pub fn name(&self) -> String {
+        match self.summary_last {
+            Some(true) => format!("{}, summary last", self.answer.as_str()),
+            Some(false) => format!("{}, summary first", self.answer.as_str()),
+            None => self.answer.as_str().to_string(),
+        }
+    }
+}
+
+/// Phrases of filler a summary should not spend the board's time on: they
+/// tell the engineer nothing about this alarm.
+pub const FILLER: [&str; 8] = [
+    "联系技术支持",
+    "如果问题持续",
+    "如问题持续",
+    "请联系",
+    "contact technical support",
+    "contact the manufacturer",
+    "if the problem persists",
+    "if the issue persists",
+];
+
+/// True if a summary holds one of `FILLER`.
+pub fn has_filler(summary: &str) -> bool {
+    let s = summary.to_lowercase();
+    FILLER.iter().any(|f| s.contains(f))
+}
+
+/// What one mode of a side-by-side run measured, medians over the cases.
+#[derive(Debug, Clone, Serialize)]
+pub struct AnswerStats {
+    pub mode: String,
+    /// Tokens the model chose per diagnosis (sampled or at a branch point).
+    pub chosen_tokens_p50: f64,
+    /// Answer tokens fed in batches, not chosen.
+    pub fed_tokens_p50: f64,
+    /// Prompt tokens read per alarm (not found in the KV cache).
+    pub prompt_read_tokens_p50: f64,
+    pub generation_ms_p50: f64,
+    pub ttft_ms_p50: f64,
+    pub latency_ms_p50: f64,
+    pub latency_ms_p90: f64,
+    /// Share of model answers (mode full) naming an expected cause.
+    pub keyword_hit_rate: Option<f64>,
+    pub keyword_recall: Option<f64>,
+    /// Share of all cases answered in full, validly, naming an expected cause.
+    pub accuracy: f64,
+    pub grounded_mean: Option<f64>,
+    /// Answers replaced by the passages' items (mode "passages").
+    pub passages_fallbacks: usize,
+    pub degraded: usize,
+    pub json_valid_rate: f64,
+    /// Chosen answers that were not the manuals' items (must be 0).
+    pub choice_defects: u64,
+    /// Of the published causes and actions, the share that are manual items
+    /// with a source.
+    pub items_with_source: f64,
+    /// The summary: its tokens, the share naming an expected cause, and the
+    /// share with filler (`FILLER`).
+    pub summary_tokens_p50: f64,
+    pub summary_keyword_rate: f64,
+    pub summary_filler_rate: f64,
+    /// Per-alarm latency on a Cortex-A72 projected from this run's token
+    /// counts: (prompt read + fed) / 20 + chosen / 5 seconds, the A72's
+    /// prompt and generation rates for a 1.5B Q4_K_M model.
+    pub a72_projected_s_p50: f64,
+}
+
+/// Modes side by side, and the first mode's figures over the last's.
+#[derive(Debug, Serialize)]
+pub struct AnswersReport {
+    pub model: String,
+    pub cases: usize,
+    pub modes: Vec<AnswerStats>,
+    /// First mode / last mode (e.g. chosen / written).
+    pub chosen_tokens_ratio: f64,
+    pub generation_ms_ratio: f64,
+    pub latency_ms_ratio: f64,
+    pub a72_projected_ratio: f64,
+}
+
+/// The A72's rates for the projection (README, "Chosen answers").
+pub const A72_PROMPT_TPS: f64 = 20.0;
+pub const A72_GEN_TPS: f64 = 5.0;
+
+#[derive(Default)]
+struct ModeSamples {
+    chosen: Vec<f64>,
+    fed: Vec<f64>,
+    read: Vec<f64>,
+    gen_ms: Vec<f64>,
+    ttft: Vec<f64>,
+    lat: Vec<f64>,
+    a72: Vec<f64>,
+    summary_tokens: Vec<f64>,
+    summary_kw: usize,
+    filler: usize,
+    items: usize,
+    sourced: usize,
+    outcomes: Vec<Outcome>,
+}
+
+/// Runs every case through every mode, in turn (the order rotating from
+/// case to case), each from the static prefix alone (as in the daemon).
+pub async fn run_answers(
+    pipeline: &crate::pipeline::Pipeline,
+    slot: &mut crate::llm::Slot,
+    cases: &[Case],
+    modes: &[AnswerMode],
+    progress: bool,
+) -> AnswersReport {
+    use std::sync::Arc;
+    let pipes: Vec<crate::pipeline::Pipeline> = modes
+        .iter()
+        .map(|m| {
+            let mut c = (*pipeline.cfg).clone();
+            c.llm.answer = m.answer;
+            if let Some(last) = m.summary_last {
+                c.llm.summary_last = last;
+            }
+            crate::pipeline::Pipeline {
+                cfg: Arc::new(c),
+                index: pipeline.index.clone(),
+                model: pipeline.model.clone(),
+                counters: Arc::new(crate::pipeline::Counters::default()),
+            }
+        })
+        .collect();
+    let prefix_tokens = pipeline.model.static_prefix_tokens();
+    let mut acc: Vec<ModeSamples> = modes.iter().map(|_| ModeSamples::default()).collect();
+    for (i, c) in cases.iter().enumerate() {
+        for j in 0..modes.len() {
+            let k = (i + j) % modes.len();
+            slot.keep_cache(prefix_tokens).await;
+            let t = std::time::Instant::now();
+            let tr = pipes[k]
+                .diagnose_traced(slot, &c.alarm, crate::llm::Style::Schema)
+                .await;
+            let s = &mut acc[k];
+            s.lat.push(t.elapsed().as_secs_f64() * 1e3);
+            if let Some(out) = &tr.first {
+                let read = f64::from(out.prompt_tokens.saturating_sub(out.reused_tokens));
+                s.chosen.push(f64::from(out.generated_tokens));
+                s.fed.push(f64::from(out.fed_tokens));
+                s.read.push(read);
+                s.gen_ms.push(out.generation_ms);
+                s.ttft.push(out.ttft_ms);
+                s.a72.push(
+                    (read + f64::from(out.fed_tokens)) / A72_PROMPT_TPS
+                        + f64::from(out.generated_tokens) / A72_GEN_TPS,
+                );
+            }
+            let d = &tr.diagnosis;
+            if d.mode == crate::diagnosis::Mode::Full {
+                s.summary_tokens
+                    .push(pipeline.model.count_tokens(&d.summary) as f64);
+                if keyword_hits(&d.summary, &c.keywords) > 0 {
+                    s.summary_kw += 1;
+                }
+                if has_filler(&d.summary) {
+                    s.filler += 1;
+                }
+            }
+            s.items += d.probable_causes.len() + d.actions.len();
+            s.sourced += d
+                .probable_causes
+                .iter()
+                .filter(|c| c.source.is_some())
+                .count()
+                + d.action_sources.len();
+            s.outcomes.push(outcome(&tr, &c.keywords));
+        }
+        if progress {
+            eprint!("\reval {}/{} {:<40}", i + 1, cases.len(), c.case);
+        }
+    }
+    if progress {
+        eprintln!();
+    }
+    let stats: Vec<AnswerStats> = acc
+        .iter_mut()
+        .zip(modes)
+        .zip(&pipes)
+        .map(|((s, m), p)| {
+            for v in [
+                &mut s.chosen,
+                &mut s.fed,
+                &mut s.read,
+                &mut s.gen_ms,
+                &mut s.ttft,
+                &mut s.lat,
+                &mut s.a72,
+                &mut s.summary_tokens,
+            ] {
+                v.sort_by(f64::total_cmp);
+            }
+            let sc = score(&s.outcomes);
+            let full = sc.full.cases.max(1) as f64;
+            AnswerStats {
+                mode: m.name(),
+                chosen_tokens_p50: percentile(&s.chosen, 0.5),
+                fed_tokens_p50: percentile(&s.fed, 0.5),
+                prompt_read_tokens_p50: percentile(&s.read, 0.5),
+                generation_ms_p50: percentile(&s.gen_ms, 0.5),
+                ttft_ms_p50: percentile(&s.ttft, 0.5),
+                latency_ms_p50: percentile(&s.lat, 0.5),
+                latency_ms_p90: percentile(&s.lat, 0.9),
+                keyword_hit_rate: sc.full.keyword_hit_rate,
+                keyword_recall: sc.full.keyword_recall,
+                accuracy: sc.accuracy,
+                grounded_mean: sc.grounded_mean,
+                passages_fallbacks: sc.passages.cases,
+                degraded: sc.degraded.cases,
+                json_valid_rate: sc.json_valid_rate,
+                choice_defects: p
+                    .counters
+                    .choice_defects
+                    .load(std::sync::atomic::Ordering::Relaxed),
+                items_with_source: s.sourced as f64 / s.items.max(1) as f64,
+                summary_tokens_p50: percentile(&s.summary_tokens, 0.5),
+                summary_keyword_rate: s.summary_kw as f64 / full,
+                summary_filler_rate: s.filler as f64 / full,
+                a72_projected_s_p50: percentile(&s.a72, 0.5),
+            }
+        })
+        .collect();
+    let ratio = |f: fn(&AnswerStats) -> f64| match (stats.first(), stats.last()) {
+        (Some(a), Some(b)) if f(b) > 0.0 => (f(a) / f(b) * 1000.0).round() / 1000.0,
+        _ => 0.0,
+    };
+    AnswersReport {
+        model: pipeline.model.info.name.clone(),
+        cases: cases.len(),
+        chosen_tokens_ratio: ratio(|s| s.chosen_tokens_p50),
+        generation_ms_ratio: ratio(|s| s.generation_ms_p50),
+        latency_ms_ratio: ratio(|s| s.latency_ms_p50),
+        a72_projected_ratio: ratio(|s| s.a72_projected_s_p50),
+        modes: stats,
     }
 }

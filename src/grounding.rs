@@ -462,6 +462,7 @@ pub fn guard(draft: Diagnosis, passages: &[Hit], alarm: &Alarm) -> (Diagnosis, V
                 .map(move |cause| diagnosis::Cause {
                     cause: strip_rating(&cause),
                     likelihood: c.likelihood.clone(),
+                    source: None,
                 })
         })
         .collect();
@@ -492,12 +493,73 @@ pub fn guard(draft: Diagnosis, passages: &[Hit], alarm: &Alarm) -> (Diagnosis, V
         .flat_map(|a| split_items(&strip_echo(a, alarm)));
     let actions: Vec<String> = actions.filter(|a| is_text(a, code)).collect();
     d.actions = without_near_repeats(actions, |a| a.as_str());
-    d.summary = tidy(&strip_echo(&d.summary, alarm));
-    if !is_text(&d.summary, code) {
-        d.summary = diagnosis::passages_summary(alarm, passages, Mode::Full);
-    }
+    d.summary = summary(&d.summary, passages, alarm);
     d.grounded = round2(grounded);
     (d, verdict)
+}
+
+/// The model's summary as published: the alarm's echo and clutter taken
+/// out; a summary that is no text gives way to one naming the manual.
+pub fn summary(text: &str, passages: &[Hit], alarm: &Alarm) -> String {
+    let s = tidy(&strip_echo(text, alarm));
+    if is_text(&s, &alarm.code) {
+        s
+    } else {
+        diagnosis::passages_summary(alarm, passages, Mode::Full)
+    }
+}
+
+/// The guard of a chosen answer. Its causes and actions were picked from
+/// the passages' items and are published as they are (the text rules of
+/// `guard` could cut a manual's words); each must be, byte for byte, a
+/// numbered item of the passage its source names. One that is not is a
+/// defect of the choice code, not a model error: the error names it.
+/// The summary passes the same rules as in `guard`.
+pub fn guard_chosen(
+    draft: Diagnosis,
+    passages: &[Hit],
+    alarm: &Alarm,
+) -> Result<(Diagnosis, Verdict), String> {
+    let items: Vec<diagnosis::Item> = passages.iter().flat_map(diagnosis::Item::of).collect();
+    let is_item = |text: &str, source: Option<&String>| {
+        items
+            .iter()
+            .any(|i| i.text == text && Some(&i.source) == source)
+    };
+    for c in &draft.probable_causes {
+        if !is_item(&c.cause, c.source.as_ref()) {
+            return Err(format!(
+                "chosen cause {:?} (source {:?}) is not an item of the passages",
+                c.cause, c.source
+            ));
+        }
+    }
+    if draft.actions.len() != draft.action_sources.len() {
+        return Err(format!(
+            "{} chosen actions but {} action sources",
+            draft.actions.len(),
+            draft.action_sources.len()
+        ));
+    }
+    for (a, src) in draft.actions.iter().zip(&draft.action_sources) {
+        if !is_item(a, Some(src)) {
+            return Err(format!(
+                "chosen action {a:?} (source {src:?}) is not an item of the passages"
+            ));
+        }
+    }
+    if draft.probable_causes.is_empty() {
+        return Err("a chosen answer without a cause".into());
+    }
+    let mut d = draft;
+    d.summary = summary(&d.summary, passages, alarm);
+    d.grounded = 1.0;
+    let verdict = Verdict {
+        grounded: 1.0,
+        dropped: 0,
+        fell_back: false,
+    };
+    Ok((d, verdict))
 }
 
 fn round2(x: f64) -> f64 {
@@ -732,9 +794,11 @@ mod tests {
                 .map(|c| Cause {
                     cause: (*c).into(),
                     likelihood: "high".into(),
+                    source: None,
                 })
                 .collect(),
             actions: actions.iter().map(|a| (*a).into()).collect(),
+            action_sources: vec![],
             sources: vec![],
             mode: Mode::Full,
             grounded: 1.0,
@@ -745,6 +809,71 @@ mod tests {
             },
             ts: "2026-11-30T00:00:00Z".into(),
         }
+    }
+
+    /// A chosen answer is published as it is, or it is a defect: a cause
+    /// that lost its "严禁" shares every content word with the manual's item,
+    /// so `support` would pass it; `guard_chosen` does not.
+    #[test]
+    fn a_chosen_item_that_is_not_the_manuals_words_is_a_defect() {
+        let checks = hit(
+            "ME-CC 检查与处理",
+            "1）严禁在停车后10分钟内打开曲轴箱道门；2）查明原因。",
+        );
+        let causes = hit("ME-CC 原因", "可能原因：1）轴承过热；2）活塞环漏气。");
+        let passages = [causes, checks];
+        let a = alarm("ME-CC", "main_engine_crankcase", "油雾浓度高");
+        let chosen = |cause: &str, src: &str, action: &str, asrc: &str| {
+            let mut d = draft("曲轴箱油雾浓度高。", &[cause], &[action]);
+            d.probable_causes[0].source = Some(src.into());
+            d.action_sources = vec![asrc.into()];
+            d
+        };
+        let (d, v) = guard_chosen(
+            chosen(
+                "轴承过热",
+                "doc § ME-CC 原因 #1",
+                "严禁在停车后10分钟内打开曲轴箱道门",
+                "doc § ME-CC 检查与处理 #1",
+            ),
+            &passages,
+            &a,
+        )
+        .unwrap();
+        assert_eq!(d.actions, ["严禁在停车后10分钟内打开曲轴箱道门"]);
+        assert_eq!((v.grounded, v.dropped, v.fell_back), (1.0, 0, false));
+        assert!(support("在停车后10分钟内打开曲轴箱道门", &passages, &a));
+        for (cause, src, action, asrc) in [
+            (
+                "轴承过热",
+                "doc § ME-CC 原因 #1",
+                "在停车后10分钟内打开曲轴箱道门",
+                "doc § ME-CC 检查与处理 #1",
+            ),
+            (
+                "轴承过热",
+                "doc § ME-CC 原因 #2",
+                "查明原因",
+                "doc § ME-CC 检查与处理 #2",
+            ),
+            (
+                "轴承过热或",
+                "doc § ME-CC 原因 #1",
+                "查明原因",
+                "doc § ME-CC 检查与处理 #2",
+            ),
+        ] {
+            let e = guard_chosen(chosen(cause, src, action, asrc), &passages, &a).unwrap_err();
+            assert!(e.contains("is not an item of the passages"), "{e}");
+        }
+        let mut d = chosen(
+            "轴承过热",
+            "doc § ME-CC 原因 #1",
+            "查明原因",
+            "doc § ME-CC 检查与处理 #2",
+        );
+        d.action_sources.clear();
+        assert!(guard_chosen(d, &passages, &a).is_err());
     }
 
     // Issue J item 2: seen on a fresh machine with the 135M test model.

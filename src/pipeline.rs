@@ -12,10 +12,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::alarm::Alarm;
-use crate::config::Config;
-use crate::diagnosis::{self, dedup_sources, Cause, Diagnosis, Mode, Source, Timings};
+use crate::config::{Answer, Config};
+use crate::diagnosis::{
+    self, dedup_sources, Cause, Diagnosis, Item, ListKind, Mode, Source, Timings,
+};
 use crate::grounding::{self, Verdict};
-use crate::llm::grammar::passage_index;
+use crate::llm::grammar::{passage_index, Choices};
 use crate::llm::{GenOutput, GenRequest, Model, Slot, SlotCounters, SlotFailure, Style};
 use crate::prompt::{self, strip_think};
 use crate::retrieval::{Hit, LiveIndex, Query};
@@ -31,6 +33,10 @@ pub struct Counters {
     /// in `diagnosed`, which says how often the model ran to the end.
     pub passages: AtomicU64,
     pub merged: AtomicU64,
+    /// Chosen answers whose causes or actions were not the passages' items:
+    /// a defect of the choice code (`grounding::guard_chosen`), never a
+    /// model error. Tests hold it at 0.
+    pub choice_defects: AtomicU64,
     pub rejected: AtomicU64,
     /// Of `rejected`, those whose report found the mqtt client's queue full.
     pub error_reports_dropped: AtomicU64,
@@ -48,6 +54,7 @@ impl Counters {
             "triage": g(&self.triage),
             "passages": g(&self.passages),
             "merged": g(&self.merged),
+            "choice_defects": g(&self.choice_defects),
             "rejected": g(&self.rejected),
             "error_reports_dropped": g(&self.error_reports_dropped),
             "replayed": g(&self.replayed),
@@ -84,6 +91,56 @@ pub struct Prepared {
     pub request: GenRequest,
     pub hits: Vec<Hit>,
     pub retrieval_ms: f64,
+    /// A chosen answer's candidates, whose order the request's choices keep.
+    pub candidates: Option<Candidates>,
+}
+
+/// The manual items a chosen answer picks from: those the prompt shows in
+/// full, causes from "causes" passages and actions from "checks" passages,
+/// in the passages' order and then the manual's.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Candidates {
+    pub causes: Vec<Candidate>,
+    pub actions: Vec<Candidate>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub item: Item,
+    /// Index into the prepared passages.
+    pub hit: usize,
+}
+
+impl Candidates {
+    /// The items of `hits` that `shown` (the prompt's user turn) holds, each
+    /// passage's first `items` (0: all). None when either list would be
+    /// empty: the model then writes the answer (there is nothing to choose).
+    pub fn of(hits: &[Hit], shown: &str, items: usize) -> Option<Self> {
+        let mut c = Candidates::default();
+        for (i, h) in hits.iter().enumerate() {
+            let list = match ListKind::of(&h.section) {
+                Some(ListKind::Causes) => &mut c.causes,
+                Some(ListKind::Checks) => &mut c.actions,
+                None => continue,
+            };
+            let limit = if items == 0 { usize::MAX } else { items };
+            for item in Item::of(h).into_iter().take(limit) {
+                let known = list.iter().any(|o: &Candidate| o.item.text == item.text);
+                if shown.contains(&item.text) && !known {
+                    list.push(Candidate { item, hit: i });
+                }
+            }
+        }
+        (!c.causes.is_empty() && !c.actions.is_empty()).then_some(c)
+    }
+
+    pub fn choices(&self) -> Choices {
+        let texts = |v: &[Candidate]| v.iter().map(|c| c.item.text.clone()).collect();
+        Choices {
+            causes: texts(&self.causes),
+            actions: texts(&self.actions),
+        }
+    }
 }
 
 impl Pipeline {
@@ -101,7 +158,11 @@ impl Pipeline {
         let k = self.cfg.knowledge.top_k;
         // A few spare candidates, for the translations `for_prompt` drops.
         let hits = match index.search(&q, k + 3) {
-            Ok(h) => crate::retrieval::prompt_passages(h, k, &q.text, &alarm.code),
+            Ok(h) => {
+                let hits = crate::retrieval::prompt_passages(h, k, &q.text, &alarm.code);
+                let hits = crate::retrieval::with_both_lists(&index, hits);
+                crate::retrieval::in_language(&index, hits, &q.text)
+            }
             Err(e) => {
                 tracing::error!(error = %e, "retrieval failed; answering without passages");
                 Vec::new()
@@ -130,6 +191,12 @@ impl Pipeline {
         let (user, used) =
             prompt::user_turn(alarm, &hits, budget, llm.passage_items as usize, &count);
         let used: Vec<Hit> = used.into_iter().cloned().collect();
+        let candidates = match (llm.answer, style) {
+            (Answer::Chosen, Style::Schema) => {
+                Candidates::of(&used, &user, llm.passage_items as usize)
+            }
+            _ => None,
+        };
         let text = match self.model.prompt(&user, fallback) {
             Ok(p) => p,
             Err(e) => {
@@ -153,9 +220,13 @@ impl Pipeline {
                 // The retry after a hang takes the plainest path.
                 lookup: if fallback { None } else { llm.lookup },
                 trace_steps: false,
+                choices: candidates.as_ref().map(Candidates::choices),
+                summary_tokens: llm.summary_tokens as usize,
+                summary_last: llm.summary_last,
             },
             hits: used,
             retrieval_ms,
+            candidates,
         }
     }
 
@@ -184,11 +255,18 @@ impl Pipeline {
         let mut first = self.prepare(alarm, hits.clone(), retrieval_ms, false, style);
         first.request.trace_steps = steps;
         let prepared_hits = first.hits.clone();
+        let candidates = first.candidates.clone();
         let mut first_output = None;
         let failure = match slot.run(first.request, &wd, wd.deadline).await {
             Ok(out) => {
                 first_output = Some(out.clone());
-                match self.finish(alarm, &prepared_hits, retrieval_ms, out) {
+                match self.finish(
+                    alarm,
+                    &prepared_hits,
+                    candidates.as_ref(),
+                    retrieval_ms,
+                    out,
+                ) {
                     Ok((d, v)) => {
                         return Trace {
                             diagnosis: self.count(d),
@@ -224,14 +302,17 @@ impl Pipeline {
         tracing::warn!(alarm_id = %alarm.id, reason = %failure, "retrying on the fallback path");
         let retry = self.prepare(alarm, hits.clone(), retrieval_ms, true, Style::Schema);
         let retry_hits = retry.hits.clone();
+        let candidates = retry.candidates.clone();
         let deadline = (wd.deadline / 2).max(Duration::from_secs(1));
         match slot.run(retry.request, &wd, deadline).await {
-            Ok(out) => match self.finish(alarm, &retry_hits, retrieval_ms, out) {
-                Ok((d, v)) => return (self.count(d), Some(v)),
-                Err(why) => {
-                    tracing::warn!(alarm_id = %alarm.id, reason = %why, "fallback output unusable")
+            Ok(out) => {
+                match self.finish(alarm, &retry_hits, candidates.as_ref(), retrieval_ms, out) {
+                    Ok((d, v)) => return (self.count(d), Some(v)),
+                    Err(why) => {
+                        tracing::warn!(alarm_id = %alarm.id, reason = %why, "fallback output unusable")
+                    }
                 }
-            },
+            }
             Err(f) => {
                 tracing::warn!(alarm_id = %alarm.id, reason = %describe(&f), "fallback failed")
             }
@@ -280,88 +361,76 @@ impl Pipeline {
         d
     }
 
-    /// Turns model output into a diagnosis, or says why it is unusable. The
-    /// model's values pass the grounding guard; an answer with no grounded
-    /// cause comes back built from `hits` in mode "passages", not as an error,
-    /// because the model did run and a retry on the same passages would
-    /// most likely say the same.
+    /// Turns model output into a diagnosis, or says why it is unusable. A
+    /// written answer's values pass the grounding guard; an answer with no
+    /// grounded cause comes back built from `hits` in mode "passages", not as
+    /// an error, because the model did run and a retry on the same passages
+    /// would most likely say the same. A chosen answer (`candidates`) is
+    /// published in the manuals' words with their sources; one that is not
+    /// is a defect, counted and logged as an error.
     pub fn finish(
         &self,
         alarm: &Alarm,
         hits: &[Hit],
+        candidates: Option<&Candidates>,
         retrieval_ms: f64,
         out: GenOutput,
     ) -> Result<(Diagnosis, Verdict), String> {
-        let d = out.draft;
-        let summary = strip_think(&d.summary);
+        let summary = strip_think(&out.draft.summary);
         if summary.is_empty() {
             return Err("empty summary".into());
         }
-        let probable_causes: Vec<Cause> = d
+        let timings = timings(retrieval_ms, &out);
+        let mut d = Diagnosis {
+            alarm_id: alarm.id.clone(),
+            equipment: alarm.equipment.clone(),
+            code: alarm.code.clone(),
+            summary,
+            probable_causes: Vec::new(),
+            actions: Vec::new(),
+            action_sources: Vec::new(),
+            sources: Vec::new(),
+            mode: Mode::Full,
+            grounded: 1.0,
+            model: self.model.info.name.clone(),
+            timings,
+            ts: diagnosis::now_rfc3339(),
+        };
+        if let Some(c) = candidates {
+            return self.finish_chosen(alarm, hits, c, out, d);
+        }
+        let draft = out.draft;
+        let probable_causes: Vec<Cause> = draft
             .probable_causes
             .into_iter()
             .map(|c| Cause {
                 cause: strip_think(&c.cause),
                 likelihood: c.likelihood,
+                source: None,
             })
             .filter(|c| !c.cause.is_empty())
             .collect();
-        let probable_causes = diagnosis::distinct_texts(probable_causes, |c| c.cause.as_str());
-        if probable_causes.is_empty() {
+        d.probable_causes = diagnosis::distinct_texts(probable_causes, |c| c.cause.as_str());
+        if d.probable_causes.is_empty() {
             return Err("no probable causes".into());
         }
-        let actions: Vec<String> = d
+        let actions: Vec<String> = draft
             .actions
             .iter()
             .map(|a| strip_think(a))
             .filter(|a| !a.is_empty())
             .collect();
-        let actions = diagnosis::distinct_texts(actions, |a| a.as_str());
+        d.actions = diagnosis::distinct_texts(actions, |a| a.as_str());
         // Only passages we actually retrieved may be cited; anything else is dropped.
-        let sources = dedup_sources(
-            d.sources
+        d.sources = dedup_sources(
+            draft
+                .sources
                 .iter()
                 .filter_map(|l| passage_index(l, hits.len()))
-                .map(|i| Source {
-                    doc: hits[i].doc.clone(),
-                    section: hits[i].section.clone(),
-                }),
+                .map(|i| source_of(&hits[i])),
         );
-        let gen_s = out.generation_ms / 1e3;
-        let draft = Diagnosis {
-            alarm_id: alarm.id.clone(),
-            equipment: alarm.equipment.clone(),
-            code: alarm.code.clone(),
-            summary,
-            probable_causes,
-            actions,
-            sources,
-            mode: Mode::Full,
-            grounded: 1.0,
-            model: self.model.info.name.clone(),
-            timings: Timings {
-                retrieval_ms: round2(retrieval_ms),
-                prompt_tokens: out.prompt_tokens,
-                cached_tokens: out.reused_tokens,
-                ttft_ms: round2(out.ttft_ms),
-                generated_tokens: out.generated_tokens,
-                generation_ms: round2(out.generation_ms),
-                tokens_per_s: if gen_s > 0.0 {
-                    round2(f64::from(out.generated_tokens) / gen_s)
-                } else {
-                    0.0
-                },
-                draft_tokens: out.draft_tokens,
-                accepted_tokens: out.accepted_tokens,
-            },
-            ts: diagnosis::now_rfc3339(),
-        };
-        let proposed: Vec<String> = draft
-            .probable_causes
-            .iter()
-            .map(|c| c.cause.clone())
-            .collect();
-        let (d, v) = grounding::guard(draft, hits, alarm);
+        let proposed: Vec<String> = d.probable_causes.iter().map(|c| c.cause.clone()).collect();
+        let (d, v) = grounding::guard(d, hits, alarm);
         if v.dropped > 0 {
             tracing::debug!(
                 alarm_id = %alarm.id,
@@ -374,6 +443,74 @@ impl Pipeline {
         }
         Ok((d, v))
     }
+
+    fn finish_chosen(
+        &self,
+        alarm: &Alarm,
+        hits: &[Hit],
+        c: &Candidates,
+        out: GenOutput,
+        mut d: Diagnosis,
+    ) -> Result<(Diagnosis, Verdict), String> {
+        let defect = |why: String| {
+            self.counters.choice_defects.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(alarm_id = %alarm.id, defect = %why, "chosen answer is not the manuals' items; this is a bug in tidewatch");
+            format!("choice defect: {why}")
+        };
+        let mut used: Vec<usize> = Vec::new();
+        for dc in out.draft.probable_causes {
+            let Some(k) = dc.item.filter(|&k| k < c.causes.len()) else {
+                return Err(defect(format!("cause {:?} names no candidate", dc.cause)));
+            };
+            let cand = &c.causes[k];
+            if dc.cause != cand.item.text {
+                return Err(defect(format!("cause {:?} is not candidate {k}", dc.cause)));
+            }
+            used.push(cand.hit);
+            d.probable_causes.push(Cause {
+                cause: cand.item.text.clone(),
+                likelihood: dc.likelihood,
+                source: Some(cand.item.source.clone()),
+            });
+        }
+        for (a, &k) in out.draft.actions.iter().zip(&out.draft.action_items) {
+            let Some(cand) = c.actions.get(k).filter(|cand| &cand.item.text == a) else {
+                return Err(defect(format!("action {a:?} is not candidate {k}")));
+            };
+            used.push(cand.hit);
+            d.actions.push(cand.item.text.clone());
+            d.action_sources.push(cand.item.source.clone());
+        }
+        d.sources = dedup_sources(used.iter().map(|&i| source_of(&hits[i])));
+        grounding::guard_chosen(d, hits, alarm).map_err(defect)
+    }
+}
+
+fn source_of(h: &Hit) -> Source {
+    Source {
+        doc: h.doc.clone(),
+        section: h.section.clone(),
+    }
+}
+
+fn timings(retrieval_ms: f64, out: &GenOutput) -> Timings {
+    let gen_s = out.generation_ms / 1e3;
+    Timings {
+        retrieval_ms: round2(retrieval_ms),
+        prompt_tokens: out.prompt_tokens,
+        cached_tokens: out.reused_tokens,
+        ttft_ms: round2(out.ttft_ms),
+        generated_tokens: out.generated_tokens,
+        generation_ms: round2(out.generation_ms),
+        tokens_per_s: if gen_s > 0.0 {
+            round2(f64::from(out.generated_tokens) / gen_s)
+        } else {
+            0.0
+        },
+        draft_tokens: out.draft_tokens,
+        accepted_tokens: out.accepted_tokens,
+        fed_tokens: out.fed_tokens,
+    }
 }
 
 fn round2(x: f64) -> f64 {
@@ -385,5 +522,54 @@ fn describe(f: &SlotFailure) -> String {
         SlotFailure::Hung(v) => format!("slot hung ({})", v.reason()),
         SlotFailure::Lost(v) => format!("slot lost ({})", v.reason()),
         SlotFailure::Failed(e) => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(section: &str, text: &str) -> Hit {
+        Hit {
+            passage: 0,
+            doc: "lube-en".into(),
+            section: section.into(),
+            score: 1.0,
+            text: text.into(),
+            lang: "en".into(),
+            title: "Lube oil".into(),
+        }
+    }
+
+    #[test]
+    fn candidates_are_the_items_the_prompt_shows() {
+        let hits = [
+            hit(
+                "LO causes",
+                "Causes: 1) filter choked; 2) pump worn; 3) sump low; 4) relief valve open.",
+            ),
+            hit("Safety", "1) Stop the engine."),
+            hit("LO checks", "1) Read the gauge. 2) Change the filter."),
+        ];
+        let shown = "[P1] causes: 1) filter choked; 2) pump worn; 3) sump low\n[P3] checks: 1) Read the gauge. 2) Change the filter.";
+        let c = Candidates::of(&hits, shown, 3).unwrap();
+        let texts = |v: &[Candidate]| v.iter().map(|c| c.item.text.clone()).collect::<Vec<_>>();
+        assert_eq!(texts(&c.causes), ["filter choked", "pump worn", "sump low"]);
+        assert_eq!(texts(&c.actions), ["Read the gauge", "Change the filter"]);
+        assert_eq!(c.actions[1].hit, 2);
+        assert_eq!(c.actions[1].item.source, "lube-en § LO checks #2");
+        assert_eq!(c.choices().causes, texts(&c.causes));
+        // An item the prompt cut off is no candidate.
+        let cut = "[P1] causes: 1) filter choked; 2) pump wo\n[P3] checks: 1) Read the gauge.";
+        let c = Candidates::of(&hits, cut, 3).unwrap();
+        assert_eq!(texts(&c.causes), ["filter choked"]);
+        assert_eq!(texts(&c.actions), ["Read the gauge"]);
+        // Nothing to choose a cause or an action from: no chosen answer.
+        assert_eq!(Candidates::of(&hits[..2], shown, 3), None);
+        assert_eq!(Candidates::of(&hits[1..], shown, 3), None);
+        // 0 items per passage: every item shown is a candidate.
+        let all =
+            "1) filter choked; 2) pump worn; 3) sump low; 4) relief valve open. 1) Read the gauge.";
+        assert_eq!(Candidates::of(&hits, all, 0).unwrap().causes.len(), 4);
     }
 }

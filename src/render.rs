@@ -46,6 +46,8 @@ struct View {
     #[serde(default)]
     actions: Vec<String>,
     #[serde(default)]
+    action_sources: Vec<String>,
+    #[serde(default)]
     sources: Vec<SourceView>,
     /// A string and not `diagnosis::Mode`, so a mode this build does not
     /// know is printed instead of failing the line.
@@ -66,6 +68,8 @@ struct CauseView {
     cause: String,
     #[serde(default)]
     likelihood: String,
+    #[serde(default)]
+    source: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -88,6 +92,7 @@ struct TimingsView {
     tokens_per_s: f64,
     draft_tokens: u64,
     accepted_tokens: u64,
+    fed_tokens: u64,
 }
 
 /// A rejection published on `{prefix}/error`.
@@ -191,12 +196,18 @@ fn render(v: &View) -> String {
                 &c.likelihood
             };
             let _ = writeln!(o, "  {:<8} {}", format!("[{l}]"), c.cause);
+            if let Some(src) = &c.source {
+                let _ = writeln!(o, "           ↳ {src}");
+            }
         }
     }
     if !v.actions.is_empty() {
         let _ = writeln!(o, "Actions:");
         for (i, a) in v.actions.iter().enumerate() {
             let _ = writeln!(o, "  {}. {}", i + 1, a);
+            if let Some(src) = v.action_sources.get(i) {
+                let _ = writeln!(o, "     ↳ {src}");
+            }
         }
     }
     if !v.sources.is_empty() {
@@ -290,6 +301,9 @@ fn timings_text(t: &TimingsView) -> String {
         duration(t.generation_ms),
         t.tokens_per_s
     );
+    if t.fed_tokens > 0 {
+        let _ = write!(s, " · {} fed", t.fed_tokens);
+    }
     if t.draft_tokens > 0 {
         let _ = write!(
             s,
@@ -367,6 +381,26 @@ mod tests {
         assert!(text.contains("  1. 清洁太阳能板\n"));
         assert!(text.contains("  buoy-power.zh § BAT-VOLT-LO 原因\n"));
         assert!(text.contains("TTFT 900 ms"));
+    }
+
+    #[test]
+    fn a_chosen_answer_shows_where_each_item_is_in_the_manuals() {
+        let line = r#"{"alarm_id":"demo-3","equipment":"BUOY-07","code":"BAT-VOLT-LO","summary":"蓄电池电压低。","probable_causes":[{"cause":"充电控制器或MPPT故障，不充电","likelihood":"high","source":"battery-zh § BAT-VOLT-LO 原因 (1/2) #2"}],"actions":["读取充电控制器状态"],"action_sources":["battery-zh § BAT-VOLT-LO 检查与处理 #3"],"sources":[],"mode":"full","model":"m.gguf","timings":{"retrieval_ms":1,"prompt_tokens":300,"cached_tokens":200,"ttft_ms":900,"generated_tokens":40,"generation_ms":2000,"tokens_per_s":20,"draft_tokens":0,"accepted_tokens":0,"fed_tokens":70},"ts":"t"}"#;
+        let text = render_line(1, line).unwrap().unwrap();
+        assert!(
+            text.contains("  [high]   充电控制器或MPPT故障，不充电\n           ↳ battery-zh § BAT-VOLT-LO 原因 (1/2) #2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "  1. 读取充电控制器状态\n     ↳ battery-zh § BAT-VOLT-LO 检查与处理 #3\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("40 tokens in 2.0 s (20.0 tok/s) · 70 fed"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -60,6 +60,9 @@ pub struct EvalRun<'a> {
     pub prompts: bool,
     pub speculation: bool,
     pub interleaved: Option<usize>,
+    /// Answer modes to compare side by side (`--answer`).
+    pub answers: Vec<crate::eval::AnswerMode>,
+    pub summary_tokens: Option<u32>,
 }
 
 pub async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandError> {
@@ -72,6 +75,8 @@ pub async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandE
         prompts,
         speculation,
         interleaved,
+        answers,
+        summary_tokens,
     } = run;
     let mut cs = crate::eval::load_cases(cases)?;
     cs.truncate(limit.unwrap_or(usize::MAX));
@@ -104,6 +109,22 @@ pub async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandE
             progress,
         )
         .await;
+        return print_report(&r, json);
+    }
+    if !answers.is_empty() {
+        if let Some(n) = summary_tokens {
+            let mut c = (*pipeline.cfg).clone();
+            c.llm.summary_tokens = n;
+            let p = crate::pipeline::Pipeline {
+                cfg: std::sync::Arc::new(c),
+                index: pipeline.index.clone(),
+                model: pipeline.model.clone(),
+                counters: pipeline.counters.clone(),
+            };
+            let r = crate::eval::run_answers(&p, &mut slots[0], &cs, &answers, progress).await;
+            return print_report(&r, json);
+        }
+        let r = crate::eval::run_answers(&pipeline, &mut slots[0], &cs, &answers, progress).await;
         return print_report(&r, json);
     }
     if let Some(n) = interleaved {
@@ -146,6 +167,8 @@ pub fn run(a: EvalArgs) -> Result<(), CommandError> {
         prompts: a.prompts,
         speculation: a.speculation,
         interleaved: a.interleaved,
+        answers: crate::eval::AnswerMode::list(&a.answer, &a.summary),
+        summary_tokens: a.summary_tokens,
     };
     super::runtime()?.block_on(eval_full(cfg, run))
 }

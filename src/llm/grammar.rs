@@ -9,8 +9,8 @@
 /// Most causes / actions a diagnosis carries; more only costs tokens on the board.
 pub const MAX_CAUSES: usize = 3;
 pub const MAX_ACTIONS: usize = 4;
-/// Token caps per free string: a value that hits its cap is closed by us.
-pub const SUMMARY_TOKENS: usize = 64;
+/// Token cap per written cause or action: a value that hits its cap is
+/// closed by us. The summary's cap is `llm.summary_tokens`.
 pub const ITEM_TOKENS: usize = 28;
 
 pub const LIKELIHOODS: [&str; 3] = ["high", "medium", "low"];
@@ -24,6 +24,29 @@ pub const CAUSES_TO_ACTIONS: &str = "\"}],\"actions\":[\"";
 pub const NEXT_ITEM: &str = "\",\"";
 pub const ACTIONS_TO_SOURCES: &str = "\"],\"sources\":[\"";
 pub const SOURCES_END: &str = "\"]}";
+/// A chosen answer whose summary comes last: the model reads the lists
+/// first, and the summary is written knowing them.
+pub const OPEN_CAUSES: &str = "{\"probable_causes\":[{\"cause\":\"";
+pub const ACTIONS_TO_SUMMARY: &str = "\"],\"summary\":\"";
+
+/// The candidates of a chosen answer: the numbered manual items the prompt
+/// shows, as the manuals have them (not escaped).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Choices {
+    pub causes: Vec<String>,
+    pub actions: Vec<String>,
+}
+
+/// A text as the body of a JSON string: escaped, without its quotes. What
+/// the model reads of a manual item inside the answer.
+pub fn json_body(text: &str) -> String {
+    let quoted = serde_json::to_string(text).unwrap_or_default();
+    quoted
+        .strip_prefix('"')
+        .and_then(|q| q.strip_suffix('"'))
+        .unwrap_or_default()
+        .to_string()
+}
 
 /// GBNF for the body of one JSON string and its closing quote. No escapes and
 /// no control characters, so whatever is sampled is valid JSON as it stands.
@@ -57,12 +80,18 @@ pub struct Draft {
     pub actions: Vec<String>,
     /// Passage labels such as "P2".
     pub sources: Vec<String>,
+    /// In a chosen answer, the index into `Choices::actions` of each action.
+    #[serde(skip)]
+    pub action_items: Vec<usize>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
 pub struct DraftCause {
     pub cause: String,
     pub likelihood: String,
+    /// In a chosen answer, the index into `Choices::causes`.
+    #[serde(skip)]
+    pub item: Option<usize>,
 }
 
 /// Maps "P2" to the zero-based passage index, if it names one we retrieved.
@@ -83,6 +112,20 @@ mod tests {
         let d: Draft = serde_json::from_str(&json).unwrap();
         assert_eq!(d.probable_causes.len(), 2);
         assert_eq!(d.sources, vec!["P1", "P3"]);
+    }
+
+    #[test]
+    fn chosen_skeleton_with_the_summary_last_is_valid_json() {
+        let item = "Never open \"hot\" doors\\ 严禁";
+        let json = format!(
+            "{OPEN_CAUSES}{}{CAUSE_TO_LIKELIHOOD}high{CAUSES_TO_ACTIONS}{}{ACTIONS_TO_SUMMARY}short\"}}",
+            json_body(item),
+            json_body("a2")
+        );
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["probable_causes"][0]["cause"], item);
+        assert_eq!(v["actions"][0], "a2");
+        assert_eq!(v["summary"], "short");
     }
 
     #[test]

@@ -51,6 +51,15 @@ pub struct GenRequest {
     /// Record every model choice with its top logits (`GenOutput::steps`),
     /// so two runs can be compared where they part (eval only).
     pub trace_steps: bool,
+    /// A chosen answer: the manual items the causes and actions are picked
+    /// from. None: the model writes them (schema path) or the whole output
+    /// (grammar path).
+    pub choices: Option<grammar::Choices>,
+    /// Cap on the summary's sampled tokens.
+    pub summary_tokens: usize,
+    /// A chosen answer writes its summary after the causes and actions, so
+    /// that it is conditioned on them; the published field order is the same.
+    pub summary_last: bool,
 }
 
 /// One token the model chose, with the highest raw logits of the row it was
@@ -93,6 +102,9 @@ pub struct GenOutput {
     pub ttft_ms: f64,
     /// Tokens chosen by the model (sampled values plus structural decisions).
     pub generated_tokens: u32,
+    /// Answer tokens the model did not choose, read in batches: the JSON
+    /// skeleton and the rest of a chosen item after its last branch point.
+    pub fed_tokens: u32,
     pub generation_ms: f64,
     pub prompt_ms: f64,
     /// Wall time of the whole job.
@@ -347,6 +359,10 @@ pub(crate) struct SlotState<'m> {
     progress: &'m Progress,
     /// Structural choices and sampled values, for the budget and the heartbeat.
     generated: u32,
+    /// Answer tokens put in the cache without a model choice.
+    fed: u32,
+    /// The last `string_value` was closed by us (cap, budget, repetition).
+    cut: bool,
     first_token_at: Option<Instant>,
     drafted: u32,
     accepted: u32,
@@ -377,6 +393,8 @@ impl<'m> SlotState<'m> {
             n_ctx: s.ctx as usize,
             progress,
             generated: 0,
+            fed: 0,
+            cut: false,
             first_token_at: None,
             drafted: 0,
             accepted: 0,
@@ -396,6 +414,18 @@ impl<'m> SlotState<'m> {
                 top: top_logits(self.ctx.get_logits_ith(idx), STEP_TOP),
             });
         }
+    }
+
+    /// Queues answer tokens the model did not choose, to be decoded in one
+    /// batch with the next choice.
+    fn feed(&mut self, pending: &mut Vec<LlamaToken>, tokens: &[LlamaToken]) {
+        self.fed += tokens.len() as u32;
+        pending.extend_from_slice(tokens);
+    }
+
+    fn feed_text(&mut self, pending: &mut Vec<LlamaToken>, text: &str) {
+        let t = self.tokenize(text, false);
+        self.feed(pending, &t);
     }
 
     fn tokenize(&self, text: &str, special: bool) -> Vec<LlamaToken> {
@@ -814,6 +844,7 @@ impl<'m> SlotState<'m> {
 
     pub(crate) fn generate(&mut self, req: &GenRequest) -> Result<GenOutput, LlmError> {
         self.generated = 0;
+        self.fed = 0;
         self.first_token_at = None;
         self.drafted = 0;
         self.accepted = 0;
@@ -830,9 +861,10 @@ impl<'m> SlotState<'m> {
             prompt_tokens,
             ..Default::default()
         };
-        let res = match req.style {
-            Style::Schema => self.generate_schema(req, bos, &mut out, t0),
-            Style::FullGrammar => self.generate_full(req, bos, &mut out, t0),
+        let res = match (req.style, &req.choices) {
+            (Style::Schema, Some(c)) => self.generate_chosen(req, c, bos, &mut out, t0),
+            (Style::Schema, None) => self.generate_schema(req, bos, &mut out, t0),
+            (Style::FullGrammar, _) => self.generate_full(req, bos, &mut out, t0),
         };
         if res.is_err() {
             // A cancelled or failed decode leaves the cache in an unknown state.
@@ -841,6 +873,7 @@ impl<'m> SlotState<'m> {
         }
         res?;
         out.generated_tokens = self.generated;
+        out.fed_tokens = self.fed;
         out.draft_tokens = self.drafted;
         out.accepted_tokens = self.accepted;
         out.steps = self.steps.take().unwrap_or_default();
@@ -929,7 +962,7 @@ impl<'m> SlotState<'m> {
                 if is_looping(&toks) {
                     tracing::debug!("repetition guard closed a value");
                 }
-                pending.extend(self.tokenize("\"", false));
+                self.feed_text(pending, "\"");
                 cut = true;
                 break;
             }
@@ -956,7 +989,7 @@ impl<'m> SlotState<'m> {
                 Piece::Invalid => {
                     // Every candidate was refused (possible with top_k before the
                     // grammar); close the value rather than emit broken JSON.
-                    pending.extend(self.tokenize("\"", false));
+                    self.feed_text(pending, "\"");
                     break;
                 }
             }
@@ -1020,8 +1053,57 @@ impl<'m> SlotState<'m> {
             idx = kept as i32;
         }
         let s = valid_utf8_prefix(bytes);
+        self.cut = cut;
         let s = if cut { to_last_clause(&s) } else { &s };
         Ok(s.trim().to_string())
+    }
+
+    /// A cause's likelihood, chosen from `LIKELIHOODS` (the middle one once
+    /// the budget is spent).
+    fn likelihood(
+        &mut self,
+        budget: u32,
+        pending: &mut Vec<LlamaToken>,
+    ) -> Result<String, LlmError> {
+        self.feed_text(pending, &grammar::CAUSE_TO_LIKELIHOOD[1..]);
+        let l = self.choose_or(&grammar::LIKELIHOODS, 1, budget, pending)?;
+        Ok(grammar::LIKELIHOODS[l].to_string())
+    }
+
+    /// Whether a list goes on: the model chooses between `next` and `end`
+    /// when `more` allows another item; otherwise `end` is fed. True if
+    /// another item follows.
+    fn goes_on(
+        &mut self,
+        more: bool,
+        next: &str,
+        end: &str,
+        pending: &mut Vec<LlamaToken>,
+    ) -> Result<bool, LlmError> {
+        if more {
+            return Ok(self.choose(&[next, end], pending)? == 0);
+        }
+        self.feed_text(pending, end);
+        Ok(false)
+    }
+
+    /// `string_value` for the summary: one the cap or the budget cut off ends
+    /// at its last whole clause (`to_whole_clause`), never mid-phrase.
+    fn summary_value(
+        &mut self,
+        sampler: &mut LlamaSampler,
+        idx: i32,
+        cap: usize,
+        budget: u32,
+        spec: Option<&Lookup>,
+        pending: &mut Vec<LlamaToken>,
+    ) -> Result<String, LlmError> {
+        let s = self.string_value(sampler, idx, cap, budget, spec, pending)?;
+        Ok(if self.cut {
+            to_whole_clause(&s).to_string()
+        } else {
+            s
+        })
     }
 
     /// Picks one of `alts` by the model's logits, feeding shared tokens as
@@ -1039,34 +1121,43 @@ impl<'m> SlotState<'m> {
         budget: u32,
         pending: &mut Vec<LlamaToken>,
     ) -> Result<usize, LlmError> {
-        if self.generated >= budget {
-            pending.extend(self.tokenize(alts[default], false));
-            return Ok(default);
-        }
         let seqs: Vec<Vec<LlamaToken>> = alts.iter().map(|a| self.tokenize(a, false)).collect();
-        let mut live: Vec<usize> = (0..alts.len()).collect();
+        self.choose_tokens(&seqs, (0..seqs.len()).collect(), default, budget, pending)
+    }
+
+    /// Picks one of the token sequences `live` names, walking them together:
+    /// where they all go on with the same token it is fed, not chosen; where
+    /// they part, the model's logits pick the branch (one model step), and
+    /// the sequences off that branch drop out. Only branch points cost a
+    /// model step, and the tokens between them go to the model in one batch.
+    /// Once `budget` is spent the walk takes `default` (or the first live
+    /// sequence) without the model.
+    fn choose_tokens(
+        &mut self,
+        seqs: &[Vec<LlamaToken>],
+        mut live: Vec<usize>,
+        default: usize,
+        budget: u32,
+        pending: &mut Vec<LlamaToken>,
+    ) -> Result<usize, LlmError> {
         let mut depth = 0;
         loop {
-            if live.len() == 1 {
-                let k = live[0];
-                pending.extend_from_slice(&seqs[k][depth.min(seqs[k].len())..]);
+            let spent = self.generated >= budget;
+            if live.len() == 1 || spent {
+                let k = match live.contains(&default) {
+                    true if spent => default,
+                    _ => live[0],
+                };
+                let rest = &seqs[k][depth.min(seqs[k].len())..];
+                self.feed(pending, rest);
                 return Ok(k);
             }
             let firsts: Vec<Option<LlamaToken>> =
                 live.iter().map(|&k| seqs[k].get(depth).copied()).collect();
             if firsts.iter().all(|t| *t == firsts[0] && t.is_some()) {
-                pending.push(firsts[0].expect("checked"));
+                self.feed(pending, &[firsts[0].expect("checked")]);
                 depth += 1;
                 continue;
-            }
-            if self.generated >= budget {
-                let k = if live.contains(&default) {
-                    default
-                } else {
-                    live[0]
-                };
-                pending.extend_from_slice(&seqs[k][depth.min(seqs[k].len())..]);
-                return Ok(k);
             }
             let idx = self.decode(&std::mem::take(pending))?;
             let logits = self.ctx.get_logits_ith(idx);
@@ -1099,6 +1190,140 @@ impl<'m> SlotState<'m> {
         }
     }
 
+    /// Picks one of the manual items not taken yet, by `choose_tokens` over
+    /// each item's JSON string body and its closing quote. Returns the item's
+    /// index; its tokens are left in `pending`.
+    fn choose_item(
+        &mut self,
+        items: &[Vec<LlamaToken>],
+        taken: &[bool],
+        budget: u32,
+        pending: &mut Vec<LlamaToken>,
+    ) -> Result<usize, LlmError> {
+        let live: Vec<usize> = (0..items.len()).filter(|&k| !taken[k]).collect();
+        // The manuals list causes most likely first and checks in the order
+        // to do them: with the budget spent, the first untaken item is taken.
+        let default = live.first().copied().unwrap_or(0);
+        self.choose_tokens(items, live, default, budget, pending)
+    }
+
+    /// A chosen answer: the summary sampled (first or, with `summary_last`,
+    /// after the lists), each cause and each action picked from the manual
+    /// items in `choices` (`choose_item`), no item twice; the likelihoods and
+    /// the ends of the lists are choices as in `generate_schema`.
+    fn generate_chosen(
+        &mut self,
+        req: &GenRequest,
+        choices: &grammar::Choices,
+        mut prompt: Vec<LlamaToken>,
+        out: &mut GenOutput,
+        t0: Instant,
+    ) -> Result<(), LlmError> {
+        let budget = req.max_tokens;
+        let open = if req.summary_last {
+            grammar::OPEN_CAUSES
+        } else {
+            grammar::OPEN
+        };
+        prompt.extend(self.tokenize(open, false));
+        let mut pending: Vec<LlamaToken> = Vec::new();
+        if req.summary_last {
+            // The first choice decodes what is pending to get its logits:
+            // the skeleton's last token waits for it.
+            pending.extend(prompt.pop());
+        }
+        let prompt_len = prompt.len();
+        let (idx, reused) = self.prefill(&prompt)?;
+        out.reused_tokens = reused as u32;
+        out.prompt_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let mut sampler = self.sampler(grammar::STRING_BODY_GBNF, req)?;
+        let mut draft = Draft::default();
+        // The summary's share is kept from the lists (as `generate_schema`
+        // shares out the budget): a tight `max_tokens` shortens the lists,
+        // never empties the summary, and the job stays within it.
+        let summary_cap = req.summary_tokens.max(1).min((budget / 2).max(1) as usize);
+        let lists = match req.summary_last {
+            true => budget.saturating_sub(summary_cap as u32),
+            false => budget,
+        };
+        if !req.summary_last {
+            draft.summary = self.summary_value(
+                &mut sampler,
+                idx,
+                summary_cap,
+                budget,
+                req.lookup.as_ref(),
+                &mut pending,
+            )?;
+            self.feed_text(&mut pending, &grammar::SUMMARY_TO_CAUSES[1..]);
+        }
+        let item_tokens = |s: &Self, items: &[String]| -> Vec<Vec<LlamaToken>> {
+            items
+                .iter()
+                .map(|t| s.tokenize(&format!("{}\"", grammar::json_body(t)), false))
+                .collect()
+        };
+        let causes = item_tokens(self, &choices.causes);
+        let mut taken = vec![false; causes.len()];
+        while !causes.is_empty() {
+            let k = self.choose_item(&causes, &taken, lists, &mut pending)?;
+            taken[k] = true;
+            draft.probable_causes.push(DraftCause {
+                cause: choices.causes[k].clone(),
+                likelihood: self.likelihood(lists, &mut pending)?,
+                item: Some(k),
+            });
+            let more = draft.probable_causes.len() < grammar::MAX_CAUSES
+                && taken.contains(&false)
+                && self.generated < lists;
+            if !self.goes_on(
+                more,
+                grammar::NEXT_CAUSE,
+                grammar::CAUSES_TO_ACTIONS,
+                &mut pending,
+            )? {
+                break;
+            }
+        }
+        let actions = item_tokens(self, &choices.actions);
+        let mut taken = vec![false; actions.len()];
+        while !actions.is_empty() {
+            let k = self.choose_item(&actions, &taken, lists, &mut pending)?;
+            taken[k] = true;
+            draft.actions.push(choices.actions[k].clone());
+            draft.action_items.push(k);
+            let more = draft.actions.len() < grammar::MAX_ACTIONS
+                && taken.contains(&false)
+                && self.generated < lists;
+            let end = if req.summary_last {
+                grammar::ACTIONS_TO_SUMMARY
+            } else {
+                grammar::ACTIONS_TO_SOURCES
+            };
+            if !self.goes_on(more, grammar::NEXT_ITEM, end, &mut pending)? {
+                break;
+            }
+        }
+        if req.summary_last {
+            let idx = self.decode(&std::mem::take(&mut pending))?;
+            draft.summary = self.summary_value(
+                &mut sampler,
+                idx,
+                summary_cap,
+                budget,
+                req.lookup.as_ref(),
+                &mut pending,
+            )?;
+        }
+        // The closing tokens stay pending, as in `generate_schema`; they are
+        // never decoded, so they are not counted as fed.
+        self.fed = self.fed.saturating_sub(pending.len() as u32);
+        out.raw = render_raw(&draft);
+        out.draft = draft;
+        self.save_prompt(prompt_len);
+        Ok(())
+    }
+
     fn generate_schema(
         &mut self,
         req: &GenRequest,
@@ -1120,9 +1345,9 @@ impl<'m> SlotState<'m> {
             let left = budget.saturating_sub(gen) / parts;
             (left as usize).clamp(1, cap)
         };
-        let cap = share(self.generated, 3, grammar::SUMMARY_TOKENS);
+        let cap = share(self.generated, 3, req.summary_tokens.max(1));
         let mut draft = Draft {
-            summary: self.string_value(
+            summary: self.summary_value(
                 &mut sampler,
                 idx,
                 cap,
@@ -1132,7 +1357,7 @@ impl<'m> SlotState<'m> {
             )?,
             ..Default::default()
         };
-        pending.extend(self.tokenize(&grammar::SUMMARY_TO_CAUSES[1..], false));
+        self.feed_text(&mut pending, &grammar::SUMMARY_TO_CAUSES[1..]);
         loop {
             idx = self.decode(&std::mem::take(&mut pending))?;
             let parts = if draft.probable_causes.is_empty() {
@@ -1149,25 +1374,20 @@ impl<'m> SlotState<'m> {
                 req.lookup.as_ref(),
                 &mut pending,
             )?;
-            pending.extend(self.tokenize(&grammar::CAUSE_TO_LIKELIHOOD[1..], false));
-            let l = self.choose_or(&grammar::LIKELIHOODS, 1, budget, &mut pending)?;
             draft.probable_causes.push(DraftCause {
                 cause,
-                likelihood: grammar::LIKELIHOODS[l].to_string(),
+                likelihood: self.likelihood(budget, &mut pending)?,
+                item: None,
             });
             // Another cause only if the actions still get their share.
             let more =
                 draft.probable_causes.len() < grammar::MAX_CAUSES && self.generated + 6 < budget;
-            let next = if more {
-                self.choose(
-                    &[grammar::NEXT_CAUSE, grammar::CAUSES_TO_ACTIONS],
-                    &mut pending,
-                )?
-            } else {
-                pending.extend(self.tokenize(grammar::CAUSES_TO_ACTIONS, false));
-                1
-            };
-            if next == 1 {
+            if !self.goes_on(
+                more,
+                grammar::NEXT_CAUSE,
+                grammar::CAUSES_TO_ACTIONS,
+                &mut pending,
+            )? {
                 break;
             }
         }
@@ -1184,16 +1404,8 @@ impl<'m> SlotState<'m> {
             )?;
             draft.actions.push(action);
             let more = draft.actions.len() < grammar::MAX_ACTIONS && self.generated + 2 < budget;
-            let next = if more {
-                self.choose(
-                    &[grammar::NEXT_ITEM, grammar::ACTIONS_TO_SOURCES],
-                    &mut pending,
-                )?
-            } else {
-                pending.extend(self.tokenize(grammar::ACTIONS_TO_SOURCES, false));
-                1
-            };
-            if next == 1 {
+            let end = grammar::ACTIONS_TO_SOURCES;
+            if !self.goes_on(more, grammar::NEXT_ITEM, end, &mut pending)? {
                 break;
             }
         }
@@ -1207,18 +1419,14 @@ impl<'m> SlotState<'m> {
                 draft.sources.push(format!("P{}", s + 1));
             }
             let more = draft.sources.len() < req.n_passages && self.generated < budget;
-            let next = if more {
-                self.choose(&[",\"", "]}"], &mut pending)?
-            } else {
-                pending.extend(self.tokenize("]}", false));
-                1
-            };
-            if next == 1 {
+            if !self.goes_on(more, ",\"", "]}", &mut pending)? {
                 break;
             }
         }
         // The closing tokens stay pending: they would only be decoded to be
-        // thrown away, and the next job's prefix match stops before them anyway.
+        // thrown away, and the next job's prefix match stops before them
+        // anyway. Not decoded, so not counted as fed.
+        self.fed = self.fed.saturating_sub(pending.len() as u32);
         out.raw = render_raw(&draft);
         out.draft = draft;
         self.save_prompt(prompt_len);
@@ -1323,6 +1531,34 @@ fn to_last_clause(s: &str) -> &str {
     s
 }
 
+/// A cut summary back to its last whole clause: the end of its last
+/// sentence, or else of its last clause (a comma, a colon), or else the
+/// whole text when it has neither. A summary cut at "…或面板" says less than
+/// one that stops at the comma before it, and says nothing false.
+fn to_whole_clause(s: &str) -> &str {
+    let s = to_last_clause(s);
+    let sentence = |c: char| matches!(c, '。' | '！' | '？' | '.' | '!' | '?' | ';' | '；');
+    if s.ends_with(sentence) {
+        return s;
+    }
+    let clause = s
+        .char_indices()
+        .rev()
+        .find(|&(at, c)| {
+            let next = s[at + c.len_utf8()..].chars().next();
+            match c {
+                '，' | '、' | '：' => true,
+                ',' | ':' => next.is_none_or(|n| n.is_whitespace()),
+                _ => false,
+            }
+        })
+        .map(|(at, _)| at);
+    match clause {
+        Some(at) if at > 0 => s[..at].trim_end(),
+        _ => s,
+    }
+}
+
 fn valid_utf8_prefix(mut bytes: Vec<u8>) -> String {
     match String::from_utf8(bytes.clone()) {
         Ok(s) => s,
@@ -1352,6 +1588,28 @@ pub fn render_raw(d: &Draft) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cut_summary_ends_at_its_last_whole_clause() {
+        assert_eq!(
+            to_whole_clause("蓄电池电压低，可能是太阳能输入不足，或面板"),
+            "蓄电池电压低，可能是太阳能输入不足"
+        );
+        assert_eq!(
+            to_whole_clause("Battery low: solar input weak, or the panels"),
+            "Battery low: solar input weak"
+        );
+        assert_eq!(
+            to_whole_clause("蓄电池电压低。可能是太阳能"),
+            "蓄电池电压低。"
+        );
+        assert_eq!(to_whole_clause("no clause at all"), "no clause at all");
+        // A decimal comma-less number is no clause end.
+        assert_eq!(
+            to_whole_clause("pressure 2,5 bar low"),
+            "pressure 2,5 bar low"
+        );
+    }
 
     #[test]
     fn a_cut_off_value_ends_at_its_last_clause() {

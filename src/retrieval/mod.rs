@@ -237,6 +237,109 @@ impl Index {
     }
 }
 
+impl Index {
+    /// The same section of the manual's translation in `lang`: the document
+    /// of the same equipment ("battery-en" → "battery-zh"), the section about
+    /// the same alarm code with the same kind of list (causes or checks) and
+    /// the same part of a split section. None when the knowledge base has no
+    /// such translation.
+    pub fn twin(&self, hit: &Hit, lang: &str) -> Option<Hit> {
+        let (stem, _) = hit.doc.rsplit_once('-')?;
+        let kind = crate::diagnosis::ListKind::of(&hit.section)?;
+        let part = section_part(&hit.section);
+        self.section_of(&format!("{stem}-{lang}"), hit, kind, Some(part))
+    }
+
+    /// The other list of the same alarm code in the same manual: the checks
+    /// of a causes section, or the causes of a checks section (its first
+    /// part when it is split).
+    pub fn sibling(&self, hit: &Hit, kind: crate::diagnosis::ListKind) -> Option<Hit> {
+        self.section_of(&hit.doc, hit, kind, None)
+    }
+
+    /// The passage of document `doc` about `like`'s alarm code holding a
+    /// list of `kind`, of the given part (None: the first that exists).
+    fn section_of(
+        &self,
+        doc: &str,
+        like: &Hit,
+        kind: crate::diagnosis::ListKind,
+        part: Option<&str>,
+    ) -> Option<Hit> {
+        let d = self.raw.docs.iter().find(|d| d.id == doc)?;
+        let code = section_code(like);
+        (d.first_passage..d.first_passage + d.n_passages).find_map(|pid| {
+            let p = self.raw.passage(pid).ok()?;
+            let same = p.section.split_whitespace().next() == Some(code)
+                && crate::diagnosis::ListKind::of(&p.section) == Some(kind)
+                && part.is_none_or(|part| section_part(&p.section) == part);
+            same.then(|| Hit {
+                passage: pid,
+                doc: d.id.clone(),
+                section: p.section,
+                score: like.score,
+                text: p.text,
+                lang: d.lang.clone(),
+                title: d.title.clone(),
+            })
+        })
+    }
+}
+
+/// The prompt's passages with both lists a diagnosis needs: when they hold
+/// an alarm code's causes but no checks at all (or checks but no causes),
+/// the manual's other list for the best such passage's code is added after
+/// them. An alarm whose code no manual names gets the passages of the
+/// nearest code; without that code's checks its answer could name causes
+/// and no action to take.
+pub fn with_both_lists(index: &Index, mut hits: Vec<Hit>) -> Vec<Hit> {
+    use crate::diagnosis::ListKind;
+    let kinds: Vec<Option<ListKind>> = hits.iter().map(|h| ListKind::of(&h.section)).collect();
+    for (have, want) in [
+        (ListKind::Causes, ListKind::Checks),
+        (ListKind::Checks, ListKind::Causes),
+    ] {
+        if kinds.contains(&Some(want)) {
+            continue;
+        }
+        let Some(i) = kinds.iter().position(|k| *k == Some(have)) else {
+            continue;
+        };
+        if let Some(mut other) = index.sibling(&hits[i], want) {
+            other.score = hits.last().map_or(other.score, |h| h.score);
+            hits.push(other);
+        }
+    }
+    hits
+}
+
+/// "(1/2)" of a section split into parts, or "".
+fn section_part(section: &str) -> &str {
+    match section.rfind(" (") {
+        Some(i) if section.ends_with(')') && section[i..].contains('/') => &section[i + 1..],
+        _ => "",
+    }
+}
+
+/// The prompt's passages in the alarm's language: a passage of the other
+/// language is replaced by its translation's same section where the
+/// knowledge base has one, so that what the model reads, and the manual
+/// items a chosen answer publishes, are in the language of the alarm.
+pub fn in_language(index: &Index, hits: Vec<Hit>, query: &str) -> Vec<Hit> {
+    let want = if has_cjk(query) { "zh" } else { "en" };
+    let mut out: Vec<Hit> = Vec::with_capacity(hits.len());
+    for h in hits {
+        let h = match h.lang != want {
+            true => index.twin(&h, want).unwrap_or(h),
+            false => h,
+        };
+        if !out.iter().any(|o| o.passage == h.passage) {
+            out.push(h);
+        }
+    }
+    out
+}
+
 fn is_causes_section(s: &str) -> bool {
     let l = s.to_ascii_lowercase();
     l.contains("cause") || s.contains("原因")
@@ -442,6 +545,73 @@ mod tests {
         assert_eq!(hits[0].doc, "lube-en");
         assert_eq!(hits[0].section, "ME-LO-PRES-LO causes");
         assert!(hits[0].text.contains("clogged filter"));
+    }
+
+    #[test]
+    fn a_passage_in_the_other_language_gives_way_to_its_translation() {
+        let idx = Index::from_bytes(sample()).unwrap();
+        let en = idx
+            .search(&Query::from_text("lube oil pressure low"), 1)
+            .unwrap();
+        assert_eq!(en[0].section, "ME-LO-PRES-LO causes");
+        let zh = in_language(&idx, en.clone(), "主机滑油压力低");
+        assert_eq!(
+            (zh[0].doc.as_str(), zh[0].section.as_str()),
+            ("lube-zh", "ME-LO-PRES-LO 原因")
+        );
+        assert!(zh[0].text.contains("滤器堵塞"), "{:?}", zh[0].text);
+        // Already in the alarm's language: untouched.
+        assert_eq!(in_language(&idx, en.clone(), "lube oil pressure low"), en);
+        // A manual without a translation keeps its passage.
+        let cool = idx
+            .search(&Query::from_text("jacket water temperature high"), 1)
+            .unwrap();
+        assert_eq!(in_language(&idx, cool.clone(), "缸套水温度高"), cool);
+        // A section that is no list of causes or checks has no twin to find.
+        let mut safety = en[0].clone();
+        safety.section = "Safety".into();
+        assert_eq!(idx.twin(&safety, "zh"), None);
+    }
+
+    #[test]
+    fn a_causes_passage_without_its_checks_gets_them_from_the_manual() {
+        let docs = vec![doc(
+            "lube-en",
+            "main_engine_lube_oil",
+            "ME-LO-PRES-LO",
+            "en",
+            "## ME-LO-PRES-LO causes\nCauses: 1) filter; 2) pump.\n## ME-LO-PRES-LO checks\nChecks: 1) Read the gauge. 2) Change the filter.\n## Safety\nStop the engine.\n",
+        )];
+        let idx = Index::from_bytes(index::build(&docs).unwrap()).unwrap();
+        let all = idx
+            .search(
+                &Query::from_text("lube oil pressure low filter pump gauge engine"),
+                5,
+            )
+            .unwrap();
+        let only = |end: &str| -> Vec<Hit> {
+            all.iter()
+                .filter(|h| h.section.ends_with(end))
+                .cloned()
+                .collect()
+        };
+        let both = with_both_lists(&idx, only("causes"));
+        let sections: Vec<&str> = both.iter().map(|h| h.section.as_str()).collect();
+        assert_eq!(sections, ["ME-LO-PRES-LO causes", "ME-LO-PRES-LO checks"]);
+        assert!(both[1].text.contains("Read the gauge"));
+        // Both lists already there, or no list at all: nothing added.
+        assert_eq!(with_both_lists(&idx, both.clone()), both);
+        assert_eq!(with_both_lists(&idx, only("Safety")), only("Safety"));
+        // Checks without causes get the causes.
+        let both = with_both_lists(&idx, only("checks"));
+        assert_eq!(both[1].section, "ME-LO-PRES-LO causes");
+    }
+
+    #[test]
+    fn split_sections_keep_their_part() {
+        assert_eq!(section_part("BAT-VOLT-LO 原因 (1/2)"), "(1/2)");
+        assert_eq!(section_part("BAT-VOLT-LO causes"), "");
+        assert_eq!(section_part("Pump (main)"), "");
     }
 
     #[test]
