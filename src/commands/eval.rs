@@ -83,6 +83,9 @@ pub async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandE
     if let Some(m) = model {
         cfg.llm.model = m;
     }
+    if let Some(n) = summary_tokens {
+        cfg.llm.summary_tokens = n;
+    }
     let (pipeline, mut slots) = crate::daemon::load_pipeline(cfg, false).await?;
     if prompts {
         let r = crate::eval::run_prompts(&pipeline, &cs);
@@ -112,18 +115,6 @@ pub async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandE
         return print_report(&r, json);
     }
     if !answers.is_empty() {
-        if let Some(n) = summary_tokens {
-            let mut c = (*pipeline.cfg).clone();
-            c.llm.summary_tokens = n;
-            let p = crate::pipeline::Pipeline {
-                cfg: std::sync::Arc::new(c),
-                index: pipeline.index.clone(),
-                model: pipeline.model.clone(),
-                counters: pipeline.counters.clone(),
-            };
-            let r = crate::eval::run_answers(&p, &mut slots[0], &cs, &answers, progress).await;
-            return print_report(&r, json);
-        }
         let r = crate::eval::run_answers(&pipeline, &mut slots[0], &cs, &answers, progress).await;
         return print_report(&r, json);
     }

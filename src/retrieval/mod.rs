@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::diagnosis::ListKind;
 use index::RawIndex;
 pub use live::LiveIndex;
 use tokenize::{has_cjk, terms};
@@ -216,7 +217,7 @@ impl Index {
                 if p.section.to_ascii_uppercase().contains(c.as_str()) {
                     score += BOOST_CODE_SECTION;
                     // The causes section is what a diagnosis needs first.
-                    if is_causes_section(&p.section) {
+                    if ListKind::of(&p.section) == Some(ListKind::Causes) {
                         score += 1.0;
                     }
                 }
@@ -245,7 +246,7 @@ impl Index {
     /// such translation.
     pub fn twin(&self, hit: &Hit, lang: &str) -> Option<Hit> {
         let (stem, _) = hit.doc.rsplit_once('-')?;
-        let kind = crate::diagnosis::ListKind::of(&hit.section)?;
+        let kind = ListKind::of(&hit.section)?;
         let part = section_part(&hit.section);
         self.section_of(&format!("{stem}-{lang}"), hit, kind, Some(part))
     }
@@ -253,25 +254,19 @@ impl Index {
     /// The other list of the same alarm code in the same manual: the checks
     /// of a causes section, or the causes of a checks section (its first
     /// part when it is split).
-    pub fn sibling(&self, hit: &Hit, kind: crate::diagnosis::ListKind) -> Option<Hit> {
+    pub fn sibling(&self, hit: &Hit, kind: ListKind) -> Option<Hit> {
         self.section_of(&hit.doc, hit, kind, None)
     }
 
     /// The passage of document `doc` about `like`'s alarm code holding a
     /// list of `kind`, of the given part (None: the first that exists).
-    fn section_of(
-        &self,
-        doc: &str,
-        like: &Hit,
-        kind: crate::diagnosis::ListKind,
-        part: Option<&str>,
-    ) -> Option<Hit> {
+    fn section_of(&self, doc: &str, like: &Hit, kind: ListKind, part: Option<&str>) -> Option<Hit> {
         let d = self.raw.docs.iter().find(|d| d.id == doc)?;
         let code = section_code(like);
         (d.first_passage..d.first_passage + d.n_passages).find_map(|pid| {
             let p = self.raw.passage(pid).ok()?;
             let same = p.section.split_whitespace().next() == Some(code)
-                && crate::diagnosis::ListKind::of(&p.section) == Some(kind)
+                && ListKind::of(&p.section) == Some(kind)
                 && part.is_none_or(|part| section_part(&p.section) == part);
             same.then(|| Hit {
                 passage: pid,
@@ -293,7 +288,6 @@ impl Index {
 /// nearest code; without that code's checks its answer could name causes
 /// and no action to take.
 pub fn with_both_lists(index: &Index, mut hits: Vec<Hit>) -> Vec<Hit> {
-    use crate::diagnosis::ListKind;
     let kinds: Vec<Option<ListKind>> = hits.iter().map(|h| ListKind::of(&h.section)).collect();
     for (have, want) in [
         (ListKind::Causes, ListKind::Checks),
@@ -338,11 +332,6 @@ pub fn in_language(index: &Index, hits: Vec<Hit>, query: &str) -> Vec<Hit> {
         }
     }
     out
-}
-
-fn is_causes_section(s: &str) -> bool {
-    let l = s.to_ascii_lowercase();
-    l.contains("cause") || s.contains("原因")
 }
 
 /// Builds an index from a knowledge folder and writes it atomically to `out`.
