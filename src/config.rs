@@ -126,6 +126,8 @@ pub struct RawLlm {
     pub summary_tokens: u32,
     #[serde(default = "default_summary")]
     pub summary: String,
+    #[serde(default = "default_item_tokens")]
+    pub item_tokens: u32,
 }
 
 #[derive(Debug, Deserialize)]
@@ -293,6 +295,11 @@ fn default_summary() -> String {
     "last".into()
 }
 
+/// Set by measurement (README, "Chosen answers, measured").
+fn default_item_tokens() -> u32 {
+    6
+}
+
 fn default_passage_items() -> u32 {
     3
 }
@@ -427,6 +434,9 @@ pub struct LlmConfig {
     /// A chosen answer writes its summary after its causes and actions
     /// (`summary = "last"`) rather than before them (`"first"`).
     pub summary_last: bool,
+    /// Tokens of each chosen item the model is shown back in its answer
+    /// (0: whole items); what is published is whole either way.
+    pub item_tokens: u32,
 }
 
 /// How a model answer's causes and actions are produced.
@@ -744,6 +754,7 @@ fn llm(l: RawLlm) -> Result<LlmConfig, Bad> {
         )
     })?;
     range("llm.summary_tokens", l.summary_tokens, 8, 256)?;
+    range("llm.item_tokens", l.item_tokens, 0, 256)?;
     let summary_last = match l.summary.as_str() {
         "first" => false,
         "last" => true,
@@ -782,6 +793,7 @@ fn llm(l: RawLlm) -> Result<LlmConfig, Bad> {
         answer,
         summary_tokens: l.summary_tokens,
         summary_last,
+        item_tokens: l.item_tokens,
     })
 }
 

@@ -223,6 +223,7 @@ impl Pipeline {
                 choices: candidates.as_ref().map(Candidates::choices),
                 summary_tokens: llm.summary_tokens as usize,
                 summary_last: llm.summary_last,
+                item_tokens: llm.item_tokens as usize,
             },
             hits: used,
             retrieval_ms,

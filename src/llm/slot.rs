@@ -60,6 +60,9 @@ pub struct GenRequest {
     /// A chosen answer writes its summary after the causes and actions, so
     /// that it is conditioned on them; the published field order is the same.
     pub summary_last: bool,
+    /// Tokens of a chosen item the model is shown back in its answer (0:
+    /// the whole item); the published item is whole either way.
+    pub item_tokens: usize,
 }
 
 /// One token the model chose, with the highest raw logits of the row it was
@@ -1122,7 +1125,10 @@ impl<'m> SlotState<'m> {
         pending: &mut Vec<LlamaToken>,
     ) -> Result<usize, LlmError> {
         let seqs: Vec<Vec<LlamaToken>> = alts.iter().map(|a| self.tokenize(a, false)).collect();
-        self.choose_tokens(&seqs, (0..seqs.len()).collect(), default, budget, pending)
+        let (k, depth) =
+            self.choose_tokens(&seqs, (0..seqs.len()).collect(), default, budget, pending)?;
+        self.feed(pending, &seqs[k][depth.min(seqs[k].len())..]);
+        Ok(k)
     }
 
     /// Picks one of the token sequences `live` names, walking them together:
@@ -1131,7 +1137,8 @@ impl<'m> SlotState<'m> {
     /// the sequences off that branch drop out. Only branch points cost a
     /// model step, and the tokens between them go to the model in one batch.
     /// Once `budget` is spent the walk takes `default` (or the first live
-    /// sequence) without the model.
+    /// sequence) without the model. Returns the choice and how many of its
+    /// tokens are in `pending`; the caller feeds the rest (or not).
     fn choose_tokens(
         &mut self,
         seqs: &[Vec<LlamaToken>],
@@ -1139,7 +1146,7 @@ impl<'m> SlotState<'m> {
         default: usize,
         budget: u32,
         pending: &mut Vec<LlamaToken>,
-    ) -> Result<usize, LlmError> {
+    ) -> Result<(usize, usize), LlmError> {
         let mut depth = 0;
         loop {
             let spent = self.generated >= budget;
@@ -1148,9 +1155,7 @@ impl<'m> SlotState<'m> {
                     true if spent => default,
                     _ => live[0],
                 };
-                let rest = &seqs[k][depth.min(seqs[k].len())..];
-                self.feed(pending, rest);
-                return Ok(k);
+                return Ok((k, depth));
             }
             let firsts: Vec<Option<LlamaToken>> =
                 live.iter().map(|&k| seqs[k].get(depth).copied()).collect();
@@ -1192,19 +1197,36 @@ impl<'m> SlotState<'m> {
 
     /// Picks one of the manual items not taken yet, by `choose_tokens` over
     /// each item's JSON string body and its closing quote. Returns the item's
-    /// index; its tokens are left in `pending`.
+    /// index; the tokens the model is shown of it are left in `pending`.
+    ///
+    /// The model is shown the item's first `shown` tokens (at least those up
+    /// to where it parted from the others) and the closing quote, not the
+    /// whole item: it has read every item in the prompt, the head names it,
+    /// and each fed token costs time on the board (0: the whole item).
     fn choose_item(
         &mut self,
         items: &[Vec<LlamaToken>],
         taken: &[bool],
         budget: u32,
+        shown: usize,
         pending: &mut Vec<LlamaToken>,
     ) -> Result<usize, LlmError> {
         let live: Vec<usize> = (0..items.len()).filter(|&k| !taken[k]).collect();
         // The manuals list causes most likely first and checks in the order
         // to do them: with the budget spent, the first untaken item is taken.
         let default = live.first().copied().unwrap_or(0);
-        self.choose_tokens(items, live, default, budget, pending)
+        let (k, depth) = self.choose_tokens(items, live, default, budget, pending)?;
+        let item = &items[k];
+        let depth = depth.min(item.len());
+        match shown_end(item.len(), depth, shown) {
+            None => self.feed(pending, &item[depth..]),
+            Some(end) => {
+                self.feed(pending, &item[depth..end]);
+                let quote = self.tokenize("\"", false);
+                self.feed(pending, &quote);
+            }
+        }
+        Ok(k)
     }
 
     /// A chosen answer: the summary sampled (first or, with `summary_last`,
@@ -1266,7 +1288,7 @@ impl<'m> SlotState<'m> {
         let causes = item_tokens(self, &choices.causes);
         let mut taken = vec![false; causes.len()];
         while !causes.is_empty() {
-            let k = self.choose_item(&causes, &taken, lists, &mut pending)?;
+            let k = self.choose_item(&causes, &taken, lists, req.item_tokens, &mut pending)?;
             taken[k] = true;
             draft.probable_causes.push(DraftCause {
                 cause: choices.causes[k].clone(),
@@ -1288,7 +1310,7 @@ impl<'m> SlotState<'m> {
         let actions = item_tokens(self, &choices.actions);
         let mut taken = vec![false; actions.len()];
         while !actions.is_empty() {
-            let k = self.choose_item(&actions, &taken, lists, &mut pending)?;
+            let k = self.choose_item(&actions, &taken, lists, req.item_tokens, &mut pending)?;
             taken[k] = true;
             draft.actions.push(choices.actions[k].clone());
             draft.action_items.push(k);
@@ -1484,6 +1506,19 @@ enum Piece {
     Invalid,
 }
 
+/// Where the model's view of a chosen item ends: None when it is shown
+/// whole (its tokens end with the closing quote), else the end of its head,
+/// after which the caller feeds a closing quote. `depth` tokens are already
+/// fed; `shown` 0 means whole.
+fn shown_end(len: usize, depth: usize, shown: usize) -> Option<usize> {
+    // Cutting off only the closing quote, or a token before it, saves
+    // nothing: the quote is fed either way.
+    if shown == 0 || shown.max(depth) + 2 > len {
+        return None;
+    }
+    Some(shown.max(depth))
+}
+
 fn classify(piece: &[u8]) -> Piece {
     for (i, b) in piece.iter().enumerate() {
         match b {
@@ -1588,6 +1623,20 @@ pub fn render_raw(d: &Draft) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chosen_item_is_shown_by_its_head_and_never_less_than_its_branch() {
+        // 12 tokens, the last one holding the closing quote.
+        assert_eq!(shown_end(12, 1, 6), Some(6));
+        // It parted from the others late: shown up to there.
+        assert_eq!(shown_end(12, 8, 6), Some(8));
+        // Cutting would drop only the quote token or one before it.
+        assert_eq!(shown_end(12, 10, 6), None);
+        assert_eq!(shown_end(7, 1, 6), None);
+        assert_eq!(shown_end(8, 1, 6), Some(6));
+        // 0: the whole item.
+        assert_eq!(shown_end(40, 1, 0), None);
+    }
 
     #[test]
     fn a_cut_summary_ends_at_its_last_whole_clause() {
