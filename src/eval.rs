@@ -205,6 +205,12 @@ pub fn published_json_valid(tr: &crate::pipeline::Trace) -> bool {
     crate::diagnosis::payload(&tr.diagnosis).is_ok_and(|b| published(&b).is_some())
 }
 
+/// True if an answer as the model read it back is one JSON object: its
+/// every choice was made in the context of well-formed JSON.
+pub fn seen_is_json(seen: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(seen).is_ok_and(|v| v.is_object())
+}
+
 /// Scores one case's answer: its published bytes, its mode and the expected
 /// cause keywords in its summary, causes and actions.
 pub fn outcome(tr: &crate::pipeline::Trace, keywords: &[String]) -> Outcome {
@@ -894,6 +900,9 @@ pub struct AnswerStats {
     pub passages_fallbacks: usize,
     pub degraded: usize,
     pub json_valid_rate: f64,
+    /// Share of answers whose text as the model read it back (the context
+    /// of its choices, `GenOutput::seen`) is one JSON object.
+    pub seen_json_valid_rate: f64,
     /// Chosen answers that were not the manuals' items (must be 0).
     pub choice_defects: u64,
     /// Of the published causes and actions, the share that are manual items
@@ -941,6 +950,8 @@ struct ModeSamples {
     filler: usize,
     items: usize,
     sourced: usize,
+    answers: usize,
+    seen_valid: usize,
     outcomes: Vec<Outcome>,
 }
 
@@ -989,6 +1000,10 @@ pub async fn run_answers(
                 s.read.push(read);
                 s.gen_ms.push(out.generation_ms);
                 s.ttft.push(out.ttft_ms);
+                s.answers += 1;
+                if seen_is_json(&out.seen) {
+                    s.seen_valid += 1;
+                }
                 s.a72.push(
                     (read + f64::from(out.fed_tokens)) / A72_PROMPT_TPS
                         + f64::from(out.generated_tokens) / A72_GEN_TPS,
@@ -1056,6 +1071,7 @@ pub async fn run_answers(
                 passages_fallbacks: sc.passages.cases,
                 degraded: sc.degraded.cases,
                 json_valid_rate: sc.json_valid_rate,
+                seen_json_valid_rate: s.seen_valid as f64 / s.answers.max(1) as f64,
                 choice_defects: p
                     .counters
                     .choice_defects

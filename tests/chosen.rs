@@ -250,6 +250,10 @@ fn eval_puts_chosen_and_written_answers_side_by_side() {
     assert_eq!(chosen["grounded_mean"], 1.0, "{r}");
     assert_eq!(chosen["passages_fallbacks"], 0, "{r}");
     assert_eq!(chosen["json_valid_rate"], 1.0, "{r}");
+    // Every choice, in either mode, is made reading well-formed JSON.
+    for m in modes {
+        assert_eq!(m["seen_json_valid_rate"], 1.0, "{}: {r}", m["mode"]);
+    }
     for m in modes {
         for k in [
             "chosen_tokens_p50",

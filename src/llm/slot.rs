@@ -119,6 +119,10 @@ pub struct GenOutput {
     pub accepted_tokens: u32,
     /// Every model choice in order, when the request asked for it.
     pub steps: Vec<Step>,
+    /// The answer as the model read it back (the cache after the prompt and
+    /// what was left pending): the context of its every choice. A chosen
+    /// item appears as its head (`llm.item_tokens`); `raw` has it whole.
+    pub seen: String,
 }
 
 pub(crate) enum SlotMsg {
@@ -429,6 +433,16 @@ impl<'m> SlotState<'m> {
     fn feed_text(&mut self, pending: &mut Vec<LlamaToken>, text: &str) {
         let t = self.tokenize(text, false);
         self.feed(pending, &t);
+    }
+
+    /// The text of the cache from `start` on, then of `pending`.
+    fn seen(&self, start: usize, pending: &[LlamaToken]) -> String {
+        let bytes: Vec<u8> = self.kv[start.min(self.kv.len())..]
+            .iter()
+            .chain(pending)
+            .flat_map(|&t| self.piece(t))
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
     }
 
     fn tokenize(&self, text: &str, special: bool) -> Vec<LlamaToken> {
@@ -886,6 +900,7 @@ impl<'m> SlotState<'m> {
         out.total_ms = t0.elapsed().as_secs_f64() * 1e3;
         let t = self.ctx.timings();
         out.llama_decode_ms = t.t_p_eval_ms() + t.t_eval_ms();
+        tracing::debug!(seen = %out.seen, "the answer as the model read it");
         Ok(out)
     }
 
@@ -1090,6 +1105,88 @@ impl<'m> SlotState<'m> {
         Ok(false)
     }
 
+    /// Moves the end of an item's head on until the head is whole text: no
+    /// character cut between tokens and no escape cut after its backslash
+    /// (the model would read a broken character or `\"` as text). None when
+    /// that leaves nothing worth cutting.
+    fn whole_head(&self, item: &[LlamaToken], mut end: usize) -> Option<usize> {
+        let mut bytes: Vec<u8> = item[..end].iter().flat_map(|&t| self.piece(t)).collect();
+        while end + 2 <= item.len() {
+            if head_is_whole(&bytes) {
+                return Some(end);
+            }
+            bytes.extend(self.piece(item[end]));
+            end += 1;
+        }
+        None
+    }
+
+    /// `goes_on` where the list's next item is chosen right after `next`:
+    /// the decode that decides between `next` and `end` reads `next` too, on
+    /// the bet that the list goes on (it does more often than it ends), so
+    /// the next item's first choice has its logits without a decode of its
+    /// own. When the list ends instead, the bet's tokens leave the cache.
+    /// Returns None when the list ends, else the logits row for what follows
+    /// `next` (None inside Some when the bet could not be placed).
+    fn goes_on_ahead(
+        &mut self,
+        more: bool,
+        next: &str,
+        end: &str,
+        pending: &mut Vec<LlamaToken>,
+    ) -> Result<Option<Option<i32>>, LlmError> {
+        if !more {
+            self.feed_text(pending, end);
+            return Ok(None);
+        }
+        let next_t = self.tokenize(next, false);
+        let end_t = self.tokenize(end, false);
+        let shared = next_t
+            .iter()
+            .zip(&end_t)
+            .take_while(|(a, b)| a == b)
+            .count();
+        let parts = shared < next_t.len() && shared < end_t.len();
+        let fits = pending.len() + next_t.len() <= self.n_batch;
+        if !parts || !fits || pending.len() + shared == 0 {
+            return Ok(self.goes_on(more, next, end, pending)?.then_some(None));
+        }
+        // The branch token is the model's choice, not fed.
+        self.fed += (next_t.len() - 1) as u32;
+        let mut batch = std::mem::take(pending);
+        let branch = batch.len() + shared - 1;
+        batch.extend_from_slice(&next_t);
+        let last = batch.len() - 1;
+        let base = self.kv.len();
+        if base + batch.len() >= self.n_ctx {
+            return Err(LlmError::ContextFull {
+                need: base + batch.len(),
+                have: self.n_ctx,
+            });
+        }
+        self.decode_batch(&batch, |j| j == branch || j == last)?;
+        let logits = self.ctx.get_logits_ith(branch as i32);
+        let score = |t: LlamaToken| {
+            logits
+                .get(t.0 as usize)
+                .copied()
+                .unwrap_or(f32::NEG_INFINITY)
+        };
+        let (go, end_tok) = (next_t[shared], end_t[shared]);
+        let goes = score(go) >= score(end_tok);
+        self.record(branch as i32, if goes { go } else { end_tok });
+        self.note_generated(1)?;
+        if goes {
+            return Ok(Some(Some(last as i32)));
+        }
+        // The bet's tokens from the branch on were never the answer's.
+        self.fed -= (next_t.len() - shared - 1) as u32;
+        self.truncate(base + branch + 1)?;
+        pending.push(end_tok);
+        self.feed(pending, &end_t[shared + 1..]);
+        Ok(None)
+    }
+
     /// `string_value` for the summary: one the cap or the budget cut off ends
     /// at its last whole clause (`to_whole_clause`), never mid-phrase.
     fn summary_value(
@@ -1125,8 +1222,14 @@ impl<'m> SlotState<'m> {
         pending: &mut Vec<LlamaToken>,
     ) -> Result<usize, LlmError> {
         let seqs: Vec<Vec<LlamaToken>> = alts.iter().map(|a| self.tokenize(a, false)).collect();
-        let (k, depth) =
-            self.choose_tokens(&seqs, (0..seqs.len()).collect(), default, budget, pending)?;
+        let (k, depth) = self.choose_tokens(
+            &seqs,
+            (0..seqs.len()).collect(),
+            default,
+            budget,
+            pending,
+            None,
+        )?;
         self.feed(pending, &seqs[k][depth.min(seqs[k].len())..]);
         Ok(k)
     }
@@ -1139,6 +1242,10 @@ impl<'m> SlotState<'m> {
     /// Once `budget` is spent the walk takes `default` (or the first live
     /// sequence) without the model. Returns the choice and how many of its
     /// tokens are in `pending`; the caller feeds the rest (or not).
+    ///
+    /// `ready` is a logits row already decoded for the position after what
+    /// is cached (`goes_on_ahead`): the first branch point uses it if nothing
+    /// was fed before it.
     fn choose_tokens(
         &mut self,
         seqs: &[Vec<LlamaToken>],
@@ -1146,6 +1253,7 @@ impl<'m> SlotState<'m> {
         default: usize,
         budget: u32,
         pending: &mut Vec<LlamaToken>,
+        mut ready: Option<i32>,
     ) -> Result<(usize, usize), LlmError> {
         let mut depth = 0;
         loop {
@@ -1164,7 +1272,10 @@ impl<'m> SlotState<'m> {
                 depth += 1;
                 continue;
             }
-            let idx = self.decode(&std::mem::take(pending))?;
+            let idx = match ready.take() {
+                Some(idx) if pending.is_empty() => idx,
+                _ => self.decode(&std::mem::take(pending))?,
+            };
             let logits = self.ctx.get_logits_ith(idx);
             let score = |t: Option<LlamaToken>| {
                 t.map_or(f32::NEG_INFINITY, |t| {
@@ -1210,15 +1321,16 @@ impl<'m> SlotState<'m> {
         budget: u32,
         shown: usize,
         pending: &mut Vec<LlamaToken>,
+        ready: Option<i32>,
     ) -> Result<usize, LlmError> {
         let live: Vec<usize> = (0..items.len()).filter(|&k| !taken[k]).collect();
         // The manuals list causes most likely first and checks in the order
         // to do them: with the budget spent, the first untaken item is taken.
         let default = live.first().copied().unwrap_or(0);
-        let (k, depth) = self.choose_tokens(items, live, default, budget, pending)?;
+        let (k, depth) = self.choose_tokens(items, live, default, budget, pending, ready)?;
         let item = &items[k];
         let depth = depth.min(item.len());
-        match shown_end(item.len(), depth, shown) {
+        match shown_end(item.len(), depth, shown).and_then(|e| self.whole_head(item, e)) {
             None => self.feed(pending, &item[depth..]),
             Some(end) => {
                 self.feed(pending, &item[depth..end]);
@@ -1242,6 +1354,7 @@ impl<'m> SlotState<'m> {
         t0: Instant,
     ) -> Result<(), LlmError> {
         let budget = req.max_tokens;
+        let answer_start = prompt.len();
         let open = if req.summary_last {
             grammar::OPEN_CAUSES
         } else {
@@ -1249,11 +1362,6 @@ impl<'m> SlotState<'m> {
         };
         prompt.extend(self.tokenize(open, false));
         let mut pending: Vec<LlamaToken> = Vec::new();
-        if req.summary_last {
-            // The first choice decodes what is pending to get its logits:
-            // the skeleton's last token waits for it.
-            pending.extend(prompt.pop());
-        }
         let prompt_len = prompt.len();
         let (idx, reused) = self.prefill(&prompt)?;
         out.reused_tokens = reused as u32;
@@ -1287,8 +1395,11 @@ impl<'m> SlotState<'m> {
         };
         let causes = item_tokens(self, &choices.causes);
         let mut taken = vec![false; causes.len()];
+        // The prompt's last row is the first cause's first choice.
+        let mut ready = req.summary_last.then_some(idx);
         while !causes.is_empty() {
-            let k = self.choose_item(&causes, &taken, lists, req.item_tokens, &mut pending)?;
+            let k =
+                self.choose_item(&causes, &taken, lists, req.item_tokens, &mut pending, ready)?;
             taken[k] = true;
             draft.probable_causes.push(DraftCause {
                 cause: choices.causes[k].clone(),
@@ -1298,19 +1409,28 @@ impl<'m> SlotState<'m> {
             let more = draft.probable_causes.len() < grammar::MAX_CAUSES
                 && taken.contains(&false)
                 && self.generated < lists;
-            if !self.goes_on(
+            match self.goes_on_ahead(
                 more,
                 grammar::NEXT_CAUSE,
                 grammar::CAUSES_TO_ACTIONS,
                 &mut pending,
             )? {
-                break;
+                Some(row) => ready = row,
+                None => break,
             }
         }
         let actions = item_tokens(self, &choices.actions);
         let mut taken = vec![false; actions.len()];
+        let mut ready = None;
         while !actions.is_empty() {
-            let k = self.choose_item(&actions, &taken, lists, req.item_tokens, &mut pending)?;
+            let k = self.choose_item(
+                &actions,
+                &taken,
+                lists,
+                req.item_tokens,
+                &mut pending,
+                ready,
+            )?;
             taken[k] = true;
             draft.actions.push(choices.actions[k].clone());
             draft.action_items.push(k);
@@ -1322,8 +1442,11 @@ impl<'m> SlotState<'m> {
             } else {
                 grammar::ACTIONS_TO_SOURCES
             };
-            if !self.goes_on(more, grammar::NEXT_ITEM, end, &mut pending)? {
-                break;
+            // The item's closing quote is already in: the fixed parts after it
+            // go without theirs (the model read `""` here before).
+            match self.goes_on_ahead(more, &grammar::NEXT_ITEM[1..], &end[1..], &mut pending)? {
+                Some(row) => ready = row,
+                None => break,
             }
         }
         if req.summary_last {
@@ -1337,9 +1460,13 @@ impl<'m> SlotState<'m> {
                 &mut pending,
             )?;
         }
+        if req.summary_last {
+            self.feed_text(&mut pending, "}");
+        }
         // The closing tokens stay pending, as in `generate_schema`; they are
         // never decoded, so they are not counted as fed.
         self.fed = self.fed.saturating_sub(pending.len() as u32);
+        out.seen = self.seen(answer_start, &pending);
         out.raw = render_raw(&draft);
         out.draft = draft;
         self.save_prompt(prompt_len);
@@ -1354,6 +1481,7 @@ impl<'m> SlotState<'m> {
         t0: Instant,
     ) -> Result<(), LlmError> {
         let budget = req.max_tokens;
+        let answer_start = prompt.len();
         prompt.extend(self.tokenize(grammar::OPEN, false));
         let prompt_len = prompt.len();
         let (mut idx, reused) = self.prefill(&prompt)?;
@@ -1426,8 +1554,10 @@ impl<'m> SlotState<'m> {
             )?;
             draft.actions.push(action);
             let more = draft.actions.len() < grammar::MAX_ACTIONS && self.generated + 2 < budget;
-            let end = grammar::ACTIONS_TO_SOURCES;
-            if !self.goes_on(more, grammar::NEXT_ITEM, end, &mut pending)? {
+            // The value's closing token is pending: the fixed parts after it
+            // go without their leading quote.
+            let end = &grammar::ACTIONS_TO_SOURCES[1..];
+            if !self.goes_on(more, &grammar::NEXT_ITEM[1..], end, &mut pending)? {
                 break;
             }
         }
@@ -1449,6 +1579,7 @@ impl<'m> SlotState<'m> {
         // thrown away, and the next job's prefix match stops before them
         // anyway. Not decoded, so not counted as fed.
         self.fed = self.fed.saturating_sub(pending.len() as u32);
+        out.seen = self.seen(answer_start, &pending);
         out.raw = render_raw(&draft);
         out.draft = draft;
         self.save_prompt(prompt_len);
@@ -1487,6 +1618,7 @@ impl<'m> SlotState<'m> {
             if let Ok(d) = serde_json::from_slice::<Draft>(&bytes) {
                 out.draft = d;
                 out.raw = String::from_utf8_lossy(&bytes).into_owned();
+                out.seen = out.raw.clone();
                 return Ok(());
             }
             idx = self.decode(&[t])?;
@@ -1517,6 +1649,13 @@ fn shown_end(len: usize, depth: usize, shown: usize) -> Option<usize> {
         return None;
     }
     Some(shown.max(depth))
+}
+
+/// True if `bytes` (the head of a JSON string body) ends on a character
+/// boundary and not inside an escape.
+fn head_is_whole(bytes: &[u8]) -> bool {
+    let slashes = bytes.iter().rev().take_while(|&&b| b == b'\\').count();
+    std::str::from_utf8(bytes).is_ok() && slashes % 2 == 0
 }
 
 fn classify(piece: &[u8]) -> Piece {
@@ -1631,11 +1770,21 @@ mod tests {
         // It parted from the others late: shown up to there.
         assert_eq!(shown_end(12, 8, 6), Some(8));
         // Cutting would drop only the quote token or one before it.
-        assert_eq!(shown_end(12, 10, 6), None);
+        assert_eq!(shown_end(12, 11, 6), None);
         assert_eq!(shown_end(7, 1, 6), None);
         assert_eq!(shown_end(8, 1, 6), Some(6));
         // 0: the whole item.
         assert_eq!(shown_end(40, 1, 0), None);
+    }
+
+    #[test]
+    fn a_head_is_whole_on_a_character_boundary_outside_an_escape() {
+        assert!(head_is_whole("运行泵".as_bytes()));
+        assert!(!head_is_whole(&"运行泵".as_bytes()[..8]));
+        assert!(!head_is_whole(br"say \"));
+        assert!(!head_is_whole(br"a\\\"));
+        assert!(head_is_whole(br"a\\"));
+        assert!(head_is_whole(b""));
     }
 
     #[test]
