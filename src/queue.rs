@@ -11,7 +11,7 @@ use crate::alarm::{Alarm, Severity};
 
 /// Hard ceiling on `[queue] capacity`; the ordering lives in a heapless vector
 /// of this size, so queue memory is fixed whatever the arrival rate.
-pub const MAX_CAPACITY: usize = 1024;
+pub const MAX_CAPACITY: usize = crate::config::MAX_QUEUE_CAPACITY;
 /// Most alarms merged into one job; past this, duplicates are triaged at once
 /// so a chattering sensor cannot grow a job without bound.
 pub const MAX_MERGED: usize = 64;

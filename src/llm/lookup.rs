@@ -9,13 +9,7 @@
 
 use std::ops::Range;
 
-/// `[llm] speculative`, `draft_max`, `draft_ngram_min/max`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Lookup {
-    pub draft_max: usize,
-    pub ngram_min: usize,
-    pub ngram_max: usize,
-}
+pub use crate::config::Lookup;
 
 /// Where in `history` a draft continues: the tokens that followed the most
 /// recent earlier occurrence of the longest suffix of `history` that is

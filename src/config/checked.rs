@@ -1,0 +1,159 @@
+//! The checked configuration's sections: what the rest of the daemon reads,
+//! every value already range-checked, durations as `Duration`, choices as
+//! enums.
+//!
+//! The queue's capacity ceiling and the prompt-lookup draft settings are
+//! defined here too, and used from `queue` and `llm::lookup`, so that the
+//! config, which every module reads, depends on neither.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Which prompt template the LLM side uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TemplateChoice {
+    /// The GGUF's own chat template through llama.cpp, with the hand-written
+    /// family template as the fallback path.
+    Auto,
+    ChatMl,
+    Llama3,
+    Gemma,
+    SmolLm,
+}
+
+impl TemplateChoice {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "auto" => Self::Auto,
+            "chatml" | "qwen" => Self::ChatMl,
+            "llama3" => Self::Llama3,
+            "gemma" => Self::Gemma,
+            "smollm" => Self::SmolLm,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct MqttConfig {
+    pub host: String,
+    pub port: u16,
+    pub client_id: String,
+    pub topic_prefix: String,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    pub keep_alive: Duration,
+    pub max_alarm_bytes: usize,
+    pub tls: Option<TlsConfig>,
+}
+
+#[derive(Debug, Clone)]
+pub struct TlsConfig {
+    pub ca: PathBuf,
+    pub client_auth: Option<(PathBuf, PathBuf)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct KnowledgeConfig {
+    pub index: PathBuf,
+    pub top_k: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct LlmConfig {
+    pub model: PathBuf,
+    pub threads: u32,
+    pub ctx: u32,
+    pub batch: u32,
+    pub max_tokens: u32,
+    pub prompt_budget: u32,
+    /// Numbered items kept per passage (0 = whole passages).
+    pub passage_items: u32,
+    pub slots: u32,
+    pub cpus: Option<Vec<usize>>,
+    pub template: TemplateChoice,
+    pub seed: u32,
+    pub temperature: f32,
+    pub thinking: bool,
+    /// Prompt-lookup speculative decoding (`speculative = "lookup"`), or None.
+    pub lookup: Option<Lookup>,
+    /// RAM for saved prompt states that later alarms can resume from.
+    pub prompt_cache_mib: u32,
+    /// How causes and actions are produced (`answer = "chosen" | "written"`).
+    pub answer: Answer,
+    /// Cap on the summary's model tokens.
+    pub summary_tokens: u32,
+    /// A chosen answer writes its summary after its causes and actions
+    /// (`summary = "last"`) rather than before them (`"first"`).
+    pub summary_last: bool,
+    /// Tokens of each chosen item the model is shown back in its answer
+    /// (0: whole items); what is published is whole either way.
+    pub item_tokens: u32,
+}
+
+/// Prompt-lookup draft settings: `[llm] speculative`, `draft_max`,
+/// `draft_ngram_min/max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lookup {
+    pub draft_max: usize,
+    pub ngram_min: usize,
+    pub ngram_max: usize,
+}
+
+/// How a model answer's causes and actions are produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// Picked by the model from the numbered items of the passages it was
+    /// shown, and published as the manual's own words with their origin.
+    Chosen,
+    /// Written by the model token by token, then checked by the grounding
+    /// guard.
+    Written,
+}
+
+impl Answer {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "chosen" => Some(Answer::Chosen),
+            "written" => Some(Answer::Written),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Answer::Chosen => "chosen",
+            Answer::Written => "written",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct WatchdogConfig {
+    pub stall_timeout: Duration,
+    pub deadline: Duration,
+    pub hard_timeout: Duration,
+}
+
+/// Hard ceiling on `[queue] capacity`; the queue keeps its ordering in a
+/// heapless vector of this size, so queue memory is fixed whatever the
+/// arrival rate.
+pub const MAX_QUEUE_CAPACITY: usize = 1024;
+
+#[derive(Debug, Clone, Copy)]
+pub struct QueueConfig {
+    pub capacity: usize,
+    pub dedup_window: Duration,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct OutboxConfig {
+    pub max_bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct InboxConfig {
+    /// Disk for alarms taken off the broker and not yet answered; past it,
+    /// an alarm is triaged at once.
+    pub max_bytes: u64,
+}

@@ -1,0 +1,402 @@
+//! Validation: turns the raw file into the checked `Config`, one section at a
+//! time, and says which key is wrong and why. Also the syntax of a CPU list
+//! (`llm.cpus`).
+//!
+//! Paths are checked for shape only, never opened; the only thing read from
+//! the system is the hostname, for the default MQTT client id.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::checked::{
+    Answer, InboxConfig, KnowledgeConfig, LlmConfig, Lookup, MqttConfig, OutboxConfig, QueueConfig,
+    TemplateChoice, TlsConfig, WatchdogConfig, MAX_QUEUE_CAPACITY,
+};
+use super::raw::{RawConfig, RawKnowledge, RawLlm, RawMqtt, RawQueue, RawWatchdog};
+use super::{Config, ConfigError};
+
+/// Parses a CPU list such as "4-7" or "0,2,4-5".
+pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
+    let mut cpus = Vec::new();
+    for part in s.split(',').map(str::trim) {
+        if let Some((a, b)) = part.split_once('-') {
+            let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+            if a > b || b >= 1024 {
+                return None;
+            }
+            cpus.extend(a..=b);
+        } else {
+            let c: usize = part.parse().ok()?;
+            if c >= 1024 {
+                return None;
+            }
+            cpus.push(c);
+        }
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    (!cpus.is_empty()).then_some(cpus)
+}
+
+/// A rejected value: the key and what is wrong with it (the file is added by
+/// `into_checked`, which is the only place that knows it).
+type Bad = (&'static str, String);
+
+fn in_range<T: PartialOrd + std::fmt::Display + Copy>(
+    key: &'static str,
+    v: T,
+    lo: T,
+    hi: T,
+) -> Result<T, Bad> {
+    if v < lo || v > hi {
+        Err((key, format!("must be {lo}..={hi}, got {v}")))
+    } else {
+        Ok(v)
+    }
+}
+
+/// The whole file, checked: the first rejected value ends the check, and its
+/// error names the file as well as the key.
+pub(super) fn into_checked(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
+    let RawConfig {
+        state_dir,
+        mqtt: m,
+        knowledge: k,
+        llm: l,
+        watchdog: w,
+        queue: q,
+        outbox: o,
+        inbox: i,
+        log,
+    } = raw;
+    let sections = || -> Result<Config, Bad> {
+        if state_dir.as_os_str().is_empty() {
+            return Err(("state_dir", "must not be empty".into()));
+        }
+        Ok(Config {
+            path: path.to_owned(),
+            state_dir,
+            mqtt: broker_connection(m)?,
+            knowledge: retrieval_settings(k)?,
+            llm: llm_settings(l)?,
+            watchdog: watchdog_timeouts(&w)?,
+            queue: queue_bounds(&q)?,
+            outbox: OutboxConfig {
+                max_bytes: in_range("outbox.max_bytes", o.max_bytes, 4096, 1 << 34)?,
+            },
+            inbox: InboxConfig {
+                max_bytes: in_range("inbox.max_bytes", i.max_bytes, 4096, 1 << 34)?,
+            },
+            log_level: known_log_level(&log.level)?,
+        })
+    };
+    sections().map_err(|(key, problem)| ConfigError::Invalid {
+        key,
+        problem,
+        path: path.to_owned(),
+    })
+}
+
+fn broker_connection(m: RawMqtt) -> Result<MqttConfig, Bad> {
+    if m.host.trim().is_empty() {
+        return Err(("mqtt.host", "must not be empty".into()));
+    }
+    if m.port == 0 {
+        return Err(("mqtt.port", "must be 1..=65535, got 0".into()));
+    }
+    let prefix = m.topic_prefix.trim_end_matches('/').to_string();
+    if prefix.is_empty() || prefix.contains(['#', '+']) || prefix.starts_with('/') {
+        return Err((
+            "mqtt.topic_prefix",
+            format!(
+                "must be a non-empty topic without wildcards or a leading '/', got {:?}",
+                m.topic_prefix
+            ),
+        ));
+    }
+    let client_id = match m.client_id {
+        Some(id) if id.is_empty() || id.len() > 128 => {
+            return Err((
+                "mqtt.client_id",
+                format!("must be 1..=128 bytes, got {} bytes", id.len()),
+            ))
+        }
+        Some(id) => id,
+        // A stable id is what makes the persistent session (and so redelivery) work.
+        None => format!("tidewatch-{}", hostname()),
+    };
+    if m.password.is_some() && m.username.is_none() {
+        return Err(("mqtt.password", "is set but mqtt.username is not".into()));
+    }
+    // rumqttc's MQTT 5 client panics on a keepalive under 5 s.
+    in_range("mqtt.keep_alive_s", m.keep_alive_s, 5, 600)?;
+    in_range("mqtt.max_alarm_bytes", m.max_alarm_bytes, 256, 1 << 20)?;
+    let tls = match m.tls {
+        None => None,
+        Some(t) => {
+            let client_auth = match (t.cert, t.key) {
+                (Some(c), Some(k)) => Some((c, k)),
+                (None, None) => None,
+                (Some(_), None) => {
+                    return Err((
+                        "mqtt.tls.key",
+                        "is required when mqtt.tls.cert is set".into(),
+                    ))
+                }
+                (None, Some(_)) => {
+                    return Err((
+                        "mqtt.tls.cert",
+                        "is required when mqtt.tls.key is set".into(),
+                    ))
+                }
+            };
+            Some(TlsConfig {
+                ca: t.ca,
+                client_auth,
+            })
+        }
+    };
+    Ok(MqttConfig {
+        host: m.host,
+        port: m.port,
+        client_id,
+        topic_prefix: prefix,
+        username: m.username,
+        password: m.password,
+        keep_alive: Duration::from_secs(m.keep_alive_s),
+        max_alarm_bytes: m.max_alarm_bytes,
+        tls,
+    })
+}
+
+fn retrieval_settings(k: RawKnowledge) -> Result<KnowledgeConfig, Bad> {
+    Ok(KnowledgeConfig {
+        top_k: in_range("knowledge.top_k", k.top_k, 1, 20)?,
+        index: k.index,
+    })
+}
+
+fn llm_settings(l: RawLlm) -> Result<LlmConfig, Bad> {
+    in_range("llm.threads", l.threads, 1, 64)?;
+    in_range("llm.ctx", l.ctx, 512, 32768)?;
+    in_range("llm.batch", l.batch, 16, 8192)?;
+    in_range("llm.max_tokens", l.max_tokens, 16, 4096)?;
+    in_range("llm.prompt_budget", l.prompt_budget, 128, 16384)?;
+    in_range("llm.passage_items", l.passage_items, 0, 50)?;
+    in_range("llm.slots", l.slots, 1, 8)?;
+    if l.prompt_budget + l.max_tokens + 64 > l.ctx {
+        return Err((
+            "llm.ctx",
+            format!(
+                "must hold llm.prompt_budget + llm.max_tokens + 64 = {}, got {}",
+                l.prompt_budget + l.max_tokens + 64,
+                l.ctx
+            ),
+        ));
+    }
+    if !(0.0..=2.0).contains(&l.temperature) || !l.temperature.is_finite() {
+        return Err((
+            "llm.temperature",
+            format!("must be 0.0..=2.0, got {}", l.temperature),
+        ));
+    }
+    let template = TemplateChoice::parse(&l.template).ok_or_else(|| {
+        (
+            "llm.template",
+            format!(
+                "must be one of auto, chatml, llama3, gemma, smollm; got {:?}",
+                l.template
+            ),
+        )
+    })?;
+    in_range("llm.draft_max", l.draft_max, 1, 32)?;
+    in_range("llm.draft_ngram_min", l.draft_ngram_min, 1, 8)?;
+    in_range("llm.draft_ngram_max", l.draft_ngram_max, 1, 8)?;
+    if l.draft_ngram_min > l.draft_ngram_max {
+        return Err((
+            "llm.draft_ngram_min",
+            format!(
+                "must not exceed llm.draft_ngram_max ({}), got {}",
+                l.draft_ngram_max, l.draft_ngram_min
+            ),
+        ));
+    }
+    in_range("llm.prompt_cache_mib", l.prompt_cache_mib, 0, 65_536)?;
+    let lookup = match l.speculative.as_str() {
+        "off" => None,
+        "lookup" => Some(Lookup {
+            draft_max: l.draft_max as usize,
+            ngram_min: l.draft_ngram_min as usize,
+            ngram_max: l.draft_ngram_max as usize,
+        }),
+        other => {
+            return Err((
+                "llm.speculative",
+                format!("must be \"off\" or \"lookup\", got {other:?}"),
+            ))
+        }
+    };
+    let answer = Answer::parse(&l.answer).ok_or_else(|| {
+        (
+            "llm.answer",
+            format!("must be \"chosen\" or \"written\", got {:?}", l.answer),
+        )
+    })?;
+    in_range("llm.summary_tokens", l.summary_tokens, 8, 256)?;
+    in_range("llm.item_tokens", l.item_tokens, 0, 256)?;
+    let summary_last = match l.summary.as_str() {
+        "first" => false,
+        "last" => true,
+        other => {
+            return Err((
+                "llm.summary",
+                format!("must be \"first\" or \"last\", got {other:?}"),
+            ))
+        }
+    };
+    let cpus = match l.cpus {
+        None => None,
+        Some(s) => Some(parse_cpu_list(&s).ok_or_else(|| {
+            (
+                "llm.cpus",
+                format!("must be a CPU list like \"4-7\" or \"0,2,4-5\", got {s:?}"),
+            )
+        })?),
+    };
+    Ok(LlmConfig {
+        model: l.model,
+        threads: l.threads,
+        ctx: l.ctx,
+        batch: l.batch,
+        max_tokens: l.max_tokens,
+        prompt_budget: l.prompt_budget,
+        passage_items: l.passage_items,
+        slots: l.slots,
+        cpus,
+        template,
+        seed: l.seed,
+        temperature: l.temperature,
+        thinking: l.thinking,
+        lookup,
+        prompt_cache_mib: l.prompt_cache_mib,
+        answer,
+        summary_tokens: l.summary_tokens,
+        summary_last,
+        item_tokens: l.item_tokens,
+    })
+}
+
+fn watchdog_timeouts(w: &RawWatchdog) -> Result<WatchdogConfig, Bad> {
+    for (key, v) in [
+        ("watchdog.stall_timeout_s", w.stall_timeout_s),
+        ("watchdog.deadline_s", w.deadline_s),
+        ("watchdog.hard_timeout_s", w.hard_timeout_s),
+    ] {
+        if !v.is_finite() || !(0.1..=86_400.0).contains(&v) {
+            return Err((key, format!("must be 0.1..=86400 seconds, got {v}")));
+        }
+    }
+    if w.stall_timeout_s > w.deadline_s {
+        return Err((
+            "watchdog.stall_timeout_s",
+            format!(
+                "must not exceed watchdog.deadline_s ({}), got {}",
+                w.deadline_s, w.stall_timeout_s
+            ),
+        ));
+    }
+    Ok(WatchdogConfig {
+        stall_timeout: Duration::from_secs_f64(w.stall_timeout_s),
+        deadline: Duration::from_secs_f64(w.deadline_s),
+        hard_timeout: Duration::from_secs_f64(w.hard_timeout_s),
+    })
+}
+
+fn queue_bounds(q: &RawQueue) -> Result<QueueConfig, Bad> {
+    in_range("queue.capacity", q.capacity, 1, MAX_QUEUE_CAPACITY)?;
+    in_range("queue.dedup_window_s", q.dedup_window_s, 0, 86_400)?;
+    Ok(QueueConfig {
+        capacity: q.capacity,
+        dedup_window: Duration::from_secs(q.dedup_window_s),
+    })
+}
+
+fn known_log_level(level: &str) -> Result<String, Bad> {
+    if !["error", "warn", "info", "debug", "trace"].contains(&level) {
+        return Err((
+            "log.level",
+            format!("must be one of error, warn, info, debug, trace; got {level:?}"),
+        ));
+    }
+    Ok(level.to_string())
+}
+
+fn hostname() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "board".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_cpu_list;
+    use crate::config::tests::{p, MINIMAL};
+    use crate::config::{parse, Answer};
+
+    #[test]
+    fn out_of_range_value_names_key() {
+        let text = MINIMAL.replace("threads = 2", "threads = 0");
+        let e = parse(&text, p()).unwrap_err().to_string();
+        assert!(e.contains("llm.threads must be 1..=64, got 0"), "{e}");
+        let text = MINIMAL.replace("threads = 2", "threads = 2\npassage_items = 99");
+        let e = parse(&text, p()).unwrap_err().to_string();
+        assert!(
+            e.contains("llm.passage_items must be 0..=50, got 99"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn speculation_keys_are_checked_by_name() {
+        let ok = parse(MINIMAL, p()).unwrap();
+        assert_eq!(ok.llm.lookup, None, "off by default");
+        assert_eq!(ok.llm.answer, Answer::Chosen);
+        let w = MINIMAL.replace("threads = 2", "threads = 2\nanswer = \"written\"");
+        assert_eq!(parse(&w, p()).unwrap().llm.answer, Answer::Written);
+        let free = MINIMAL.replace("threads = 2", "threads = 2\nanswer = \"free\"");
+        let e = parse(&free, p()).unwrap_err().to_string();
+        assert!(
+            e.contains("llm.answer must be \"chosen\" or \"written\", got \"free\""),
+            "{e}"
+        );
+        assert_eq!(ok.llm.prompt_cache_mib, 192);
+        let on = MINIMAL.replace("threads = 2", "threads = 2\nspeculative = \"lookup\"");
+        let c = parse(&on, p()).unwrap();
+        assert_eq!(c.llm.lookup.map(|l| l.draft_max), Some(4));
+        for (extra, want) in [
+            (
+                "speculative = \"ngram\"",
+                "llm.speculative must be \"off\" or \"lookup\"",
+            ),
+            ("draft_max = 0", "llm.draft_max must be 1..=32, got 0"),
+            (
+                "draft_ngram_min = 5",
+                "llm.draft_ngram_min must not exceed llm.draft_ngram_max (4), got 5",
+            ),
+        ] {
+            let text = MINIMAL.replace("threads = 2", &format!("threads = 2\n{extra}"));
+            let e = parse(&text, p()).unwrap_err().to_string();
+            assert!(e.contains(want), "{extra}: {e}");
+        }
+    }
+
+    #[test]
+    fn cpu_lists_parse() {
+        assert_eq!(parse_cpu_list("4-7"), Some(vec![4, 5, 6, 7]));
+        assert_eq!(parse_cpu_list("0, 2,4-5"), Some(vec![0, 2, 4, 5]));
+        assert_eq!(parse_cpu_list("7-4"), None);
+        assert_eq!(parse_cpu_list("x"), None);
+    }
+}
