@@ -244,13 +244,10 @@ fn daemon_with_the_login_install_writes_answers_alarms_on_the_deploy_loopback_li
     );
     b.operator_subscribes();
 
-    let d = Daemon::start(&b.cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", T),
-        "daemon never became ready with its login:\n{}\nbroker:\n{}",
-        d.log(),
-        b.log()
-    );
+    let _d = Daemon::launch(&b.cfg)
+        .within(T)
+        .note(|| format!("with its login; broker:\n{}", b.log()))
+        .ready();
     b.sensor_raises("login-1");
     let diag = b.operator_reads();
     assert_eq!(diag["alarm_id"], "login-1", "{diag}");
@@ -265,13 +262,10 @@ fn clean_session_under_the_daemons_client_id_from_another_login_keeps_its_queued
     let _serial = common::serial();
     let b = Board::start();
     b.operator_subscribes();
-    let mut d = Daemon::start(&b.cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", T),
-        "{}\nbroker:\n{}",
-        d.log(),
-        b.log()
-    );
+    let mut d = Daemon::launch(&b.cfg)
+        .within(T)
+        .note(|| format!("broker:\n{}", b.log()))
+        .ready();
     d.signal(nix::sys::signal::Signal::SIGTERM);
     assert!(
         d.wait_exit(Duration::from_secs(30)).is_some(),

@@ -52,12 +52,7 @@ async fn broker_restart_during_a_burst_of_50_loses_nothing() {
         "[queue]\ncapacity = 4\ndedup_window_s = 0\n",
     );
     let mut c = Client::connect_with(port, "burst", "burst-client", false).await;
-    let d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", Duration::from_secs(60)),
-        "{}",
-        d.log()
-    );
+    let d = Daemon::launch(&cfg).ready();
     let all = ids("b", 50);
     for (i, id) in all.iter().enumerate().take(25) {
         let (eq, body) = alarm_n(id, i);
@@ -106,12 +101,7 @@ async fn broker_restart_during_a_burst_of_merged_alarms_answers_all_30() {
     let cfg = config(dir.path(), port, "merge", "", "");
     let mut c = Client::connect_with(port, "merge", "merge-operator", false).await;
     let pubc = Client::connect(port, "merge-unused", "merge-sensors").await;
-    let d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", Duration::from_secs(60)),
-        "{}",
-        d.log()
-    );
+    let d = Daemon::launch(&cfg).ready();
     let all = ids("m", 30);
     for (i, id) in all.iter().enumerate() {
         let eq = format!("pump-{}", i % 5);
@@ -184,12 +174,7 @@ async fn lose_first_puback(p: &str, id: &str) -> LostPuback {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), proxy.port, p, FAST, "");
     let mut c = Client::connect(broker.port, p, &format!("{p}-operator")).await;
-    let d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", Duration::from_secs(60)),
-        "{}",
-        d.log()
-    );
+    let d = Daemon::launch(&cfg).ready();
     let (eq, a1) = alarm_n(id, 0);
     c.publish(&format!("{p}/alarm/{eq}"), a1).await;
     let first = c
@@ -312,12 +297,7 @@ async fn a_reused_alarm_id_gets_its_own_diagnosis_on_its_own_topic() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), broker.port, "reuse", FAST, "");
     let mut c = Client::connect(broker.port, "reuse", "reuse-client").await;
-    let d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", Duration::from_secs(60)),
-        "{}",
-        d.log()
-    );
+    let _d = Daemon::launch(&cfg).ready();
     let first = c
         .ask(
             "reuse",
@@ -369,12 +349,7 @@ async fn sigkill_mid_generation_then_restart_answers_every_alarm() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), broker.port, "kill", FAST, "");
     let mut c = Client::connect_with(broker.port, "kill", "kill-client", false).await;
-    let mut d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", Duration::from_secs(60)),
-        "{}",
-        d.log()
-    );
+    let mut d = Daemon::launch(&cfg).ready();
     let all = ids("k", 10);
     for (i, id) in all.iter().enumerate().take(4) {
         let (eq, body) = alarm_n(id, i);
@@ -395,12 +370,7 @@ async fn sigkill_mid_generation_then_restart_answers_every_alarm() {
         let (eq, body) = alarm_n(id, i);
         c.publish(&format!("kill/alarm/{eq}"), body).await;
     }
-    let d2 = Daemon::start(&cfg, &[]);
-    assert!(
-        d2.wait_log("tidewatch ready", Duration::from_secs(60)),
-        "{}",
-        d2.log()
-    );
+    let d2 = Daemon::launch(&cfg).ready();
     for (i, id) in all.iter().enumerate().skip(7) {
         let (eq, body) = alarm_n(id, i);
         c.publish(&format!("kill/alarm/{eq}"), body).await;
@@ -425,12 +395,7 @@ async fn malformed_flood_gets_one_error_each_and_valid_alarms_are_diagnosed() {
     let cfg = config(dir.path(), broker.port, "flood", FAST, "");
     let mut c = Client::connect(broker.port, "flood", "flood-client").await;
     let pubc = Client::connect(broker.port, "flood-unused", "flood-pub").await;
-    let d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", Duration::from_secs(60)),
-        "{}",
-        d.log()
-    );
+    let d = Daemon::launch(&cfg).ready();
     let bad: Vec<Vec<u8>> = vec![
         b"not json".to_vec(),
         vec![0xff, 0xfe, 0x00, 0x80],
@@ -509,12 +474,7 @@ async fn qos0_alarms_into_a_slow_daemon_wait_and_none_is_dropped() {
     let cfg = config(dir.path(), broker.port, "slow", FAST, "");
     let mut c = Client::connect(broker.port, "slow", "slow-client").await;
     let pubc = Client::connect(broker.port, "slow-unused", "slow-pub").await;
-    let d = Daemon::start(&cfg, &[("TIDEWATCH_FAULT", "slow-intake:3")]);
-    assert!(
-        d.wait_log("tidewatch ready", Duration::from_secs(60)),
-        "{}",
-        d.log()
-    );
+    let d = Daemon::launch(&cfg).fault("slow-intake:3").ready();
     let n_bad = 2_000;
     let valid = ids("slow", 4);
     let mut v = 0;
@@ -590,12 +550,7 @@ async fn diagnosis_made_while_the_broker_is_down_lands_from_the_outbox() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), broker.port, "down", "max_tokens = 96", "");
     let mut c = Client::connect_with(broker.port, "down", "down-client", false).await;
-    let mut d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", Duration::from_secs(60)),
-        "{}",
-        d.log()
-    );
+    let mut d = Daemon::launch(&cfg).ready();
     c.publish(
         "down/alarm/ME1",
         alarm(
@@ -671,12 +626,7 @@ async fn storm_of_1000_alarms_is_answered_with_bounded_memory() {
     );
     let mut c = Client::connect(broker.port, "storm", "storm-client").await;
     let pubc = Client::connect(broker.port, "storm-unused", "storm-pub").await;
-    let d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", Duration::from_secs(60)),
-        "{}",
-        d.log()
-    );
+    let d = Daemon::launch(&cfg).ready();
     // Warm up so "idle" includes the touched model pages and KV buffers.
     pubc.publish(
         "storm/alarm/ME1",

@@ -16,12 +16,7 @@ async fn english_and_chinese_alarms_get_full_diagnoses_and_status_is_online() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), broker.port, "e2e", "", "");
     let mut c = Client::connect(broker.port, "e2e", "e2e-client").await;
-    let d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", T),
-        "daemon never became ready:\n{}",
-        d.log()
-    );
+    let _d = Daemon::launch(&cfg).within(T).ready();
 
     let en = c
         .ask(
@@ -91,12 +86,7 @@ async fn malformed_alarms_each_get_an_error_and_the_next_valid_alarm_is_diagnose
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), broker.port, "bad", "", "");
     let mut c = Client::connect(broker.port, "bad", "bad-client").await;
-    let d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", T),
-        "daemon never became ready:\n{}",
-        d.log()
-    );
+    let d = Daemon::launch(&cfg).within(T).ready();
 
     c.publish("bad/alarm/P1", "this is not json").await;
     let e = c.expect("bad/error", T, |_| true).await;
@@ -245,8 +235,7 @@ async fn an_alarm_repeated_after_eleven_others_resumes_its_saved_prompt() {
             "[queue]\ndedup_window_s = 0\n",
         );
         let mut c = Client::connect(broker.port, &prefix, &format!("{prefix}-client")).await;
-        let d = Daemon::start(&cfg, &[]);
-        assert!(d.wait_log("tidewatch ready", T), "{}", d.log());
+        let _d = Daemon::launch(&cfg).within(T).ready();
         let kinds = [
             (
                 "ME1",
