@@ -1,8 +1,8 @@
-//! Issue L6: a bad disk. A daemon whose state_dir is full and holds a damaged
-//! outbox starts (no crash loop), delivers what the outbox held, answers new
-//! alarms from memory and says why in its journal, and stores durably again
-//! once there is room. Real mosquitto, the real test model; the state_dir is
-//! a small tmpfs, so this test needs root.
+//! A bad disk does not take the daemon down: a daemon whose state_dir is full
+//! and holds a damaged outbox starts (no crash loop), delivers what the outbox
+//! held, answers new alarms from memory and says why in its journal, and stores
+//! durably again once there is room. Real mosquitto, the real test model; the
+//! state_dir is a small tmpfs, so this test needs root.
 
 mod common;
 

@@ -1,11 +1,11 @@
-//! Issue L item 5: the board's loopback listener as shipped
-//! (deploy/mosquitto/local.conf and tidewatch.acl) with the login that
-//! deploy/mosquitto/login.sh writes for install.sh, the real daemon and the
-//! real test model. The daemon gets in with that login and answers alarms; a
-//! local client logged in as somebody else that asks for the daemon's client id
-//! with a clean session cannot make the broker discard the daemon's session and
-//! the alarm queued in it. (deploy/mosquitto/selftest.sh checks the same broker
-//! rules with mosquitto_sub alone, also for anonymous and LAN clients.)
+//! The board's loopback listener as shipped (deploy/mosquitto/local.conf and
+//! tidewatch.acl) with the login that deploy/mosquitto/login.sh writes for
+//! install.sh, the real daemon and the real test model. The daemon gets in with
+//! that login and answers alarms; a local client logged in as somebody else
+//! that asks for the daemon's client id with a clean session cannot make the
+//! broker discard the daemon's session and the alarm queued in it.
+//! (deploy/mosquitto/selftest.sh checks the same broker rules with
+//! mosquitto_sub alone, also for anonymous and LAN clients.)
 
 mod common;
 

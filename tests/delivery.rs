@@ -1,6 +1,6 @@
-//! Issue E: nothing lost — broker restarts, a SIGKILLed daemon, an alarm storm,
-//! a flood of malformed payloads, and a broker that is down while a diagnosis
-//! is made. Real mosquitto with persistence, the real test model.
+//! Nothing lost — broker restarts, a SIGKILLed daemon, an alarm storm, a flood
+//! of malformed payloads, and a broker that is down while a diagnosis is made.
+//! Real mosquitto with persistence, the real test model.
 
 mod common;
 
@@ -88,10 +88,11 @@ async fn broker_restart_during_a_burst_of_50_loses_nothing() {
     );
 }
 
-/// Issue I, as a new user saw it: 30 alarms at once for one code on five
-/// pumps (so the queue merges duplicates), the broker stopped with SIGTERM
-/// 2 s later and back 3 s after that, default queue settings, an operator
-/// with a persistent session. Every alarm is answered, none more than twice.
+/// A broker restart during a burst, as a new user met it: 30 alarms at once
+/// for one code on five pumps (so the queue merges duplicates), the broker
+/// stopped with SIGTERM 2 s later and back 3 s after that, default queue
+/// settings, an operator with a persistent session. Every alarm is answered,
+/// none more than twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broker_restart_during_a_burst_of_merged_alarms_answers_all_30() {
     let _serial = common::serial();
@@ -204,11 +205,12 @@ async fn lose_first_puback(p: &str, id: &str) -> LostPuback {
     }
 }
 
-/// Issue I, from a code read: the publisher waited for "a" PUBACK with no
-/// timeout, one diagnosis at a time. A PUBACK lost on a connection that stays
-/// up (a proxy drops exactly one) stalled every later diagnosis forever. Now
-/// PUBACKs are matched by packet id, later diagnoses go out meanwhile, and the
-/// unacknowledged one is sent again after the PUBACK timeout (20 s).
+/// A lost PUBACK stalls nothing. The publisher once waited for "a" PUBACK
+/// with no timeout, one diagnosis at a time, so a PUBACK lost on a connection
+/// that stays up (a proxy drops exactly one) stalled every later diagnosis
+/// forever. PUBACKs are matched by packet id, later diagnoses go out
+/// meanwhile, and the unacknowledged one is sent again after the PUBACK
+/// timeout (20 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_puback_stalls_nothing_and_its_diagnosis_is_sent_again() {
     let _serial = common::serial();
@@ -286,10 +288,10 @@ async fn diagnoses_keep_flowing_after_packet_ids_wrap_onto_a_lost_puback() {
     assert_eq!(st["diagnosed"].as_u64().map(|n| n >= 2), Some(true), "{st}");
 }
 
-/// Issue I, from a code read: the answer cache was keyed by `alarm_id` alone,
-/// so a second sensor that also numbers its alarms 1, 2, 3, or a sensor that
-/// restarted its counter, got an old diagnosis (on the first sensor's topic)
-/// and its own alarm was acknowledged undiagnosed.
+/// An alarm id reused by another sensor, or by one that restarted its
+/// counter, gets its own diagnosis on its own topic. The answer cache was
+/// once keyed by `alarm_id` alone, so such an alarm got an old diagnosis (on
+/// the first sensor's topic) and was acknowledged undiagnosed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reused_alarm_id_gets_its_own_diagnosis_on_its_own_topic() {
     let _serial = common::serial();
@@ -539,7 +541,8 @@ async fn qos0_alarms_into_a_slow_daemon_wait_and_none_is_dropped() {
     assert!(missing.is_empty(), "missing {missing:?}\n{log}");
 }
 
-/// Issue L8: the daemon is killed and restarted while the diagnosis waits for
+/// A diagnosis made while the broker is down is delivered from the outbox on
+/// disk. The daemon is killed and restarted while the diagnosis waits for
 /// the broker, so only a diagnosis kept on disk can still be delivered: one
 /// kept in memory dies with the first daemon, and the second one diagnoses
 /// the redelivered alarm again (a later `ts`).

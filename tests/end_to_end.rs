@@ -1,5 +1,8 @@
-//! Issue A: an alarm over MQTT in, a diagnosis over MQTT out — with a real
-//! mosquitto, the real test model and the real daemon binary.
+//! The main path: an alarm over MQTT in, a diagnosis over MQTT out — with a
+//! real mosquitto, the real test model and the real daemon binary; bad alarms
+//! answered on the error topic, a missing model named, `tidewatch diagnose`
+//! without a broker, and the prompt savings (passage items, the prompt cache,
+//! speculation) seen in the diagnoses' timings.
 
 mod common;
 
@@ -215,10 +218,10 @@ fn passage_items_shortens_the_prompt_to_the_alarms_own_sections() {
     );
 }
 
-/// Issue H: an alarm that repeats with a new reading after 11 other alarms
-/// still finds its prompt in the slot's cache of recent prompts and reads only
-/// its alarm block; without the cache it reads everything past the static
-/// prefix again.
+/// The prompt cache: an alarm that repeats with a new reading after 11 other
+/// alarms still finds its prompt in the slot's cache of recent prompts and
+/// reads only its alarm block; without the cache it reads everything past the
+/// static prefix again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_alarm_repeated_after_eleven_others_resumes_its_saved_prompt() {
     let _serial = common::serial();
@@ -291,8 +294,8 @@ async fn an_alarm_repeated_after_eleven_others_resumes_its_saved_prompt() {
     );
 }
 
-/// Issue H: with speculation on, drafts are proposed and verified, and the
-/// answer is a whole diagnosis.
+/// Speculation on: drafts are proposed and verified, and the answer is a
+/// whole diagnosis.
 #[test]
 fn lookup_speculation_drafts_and_verifies_and_the_answer_is_whole() {
     let _serial = common::serial();

@@ -1,8 +1,7 @@
-//! Issue L item 2: a panic never leaves the daemon half alive. A panic
-//! injected (cargo feature `fault-injection`) in a worker, in the hub or in
-//! the MQTT poller must end the process with SIGABRT and a log line naming
-//! the panic; the daemon started again, as systemd would, answers the alarm
-//! the dead one never acknowledged.
+//! A panic never leaves the daemon half alive. A panic injected (cargo feature
+//! `fault-injection`) in a worker, in the hub or in the MQTT poller must end
+//! the process with SIGABRT and a log line naming the panic; the daemon started
+//! again, as systemd would, answers the alarm the dead one never acknowledged.
 
 mod common;
 

@@ -1,8 +1,8 @@
-//! A broker that says no (issue L item 4). Under MQTT 3.1.1 mosquitto answers
-//! a publish its ACL denies with an ordinary PUBACK, so a diagnosis topic the
-//! ACL does not grant swallowed every diagnosis while the alarms were acked.
-//! And an alarm larger than the daemon reads broke the connection on every
-//! redelivery, forever, with nothing after it answered.
+//! A broker that says no. Under MQTT 3.1.1 mosquitto answers a publish its ACL
+//! denies with an ordinary PUBACK, so a diagnosis topic the ACL does not grant
+//! swallowed every diagnosis while the alarms were acked. And an alarm larger
+//! than the daemon reads broke the connection on every redelivery, forever,
+//! with nothing after it answered.
 
 mod common;
 

@@ -1,6 +1,6 @@
-//! Issue J item 3: manuals update without a restart. SIGHUP (what
-//! `systemctl reload` sends) reopens `[knowledge] index` between jobs; a bad
-//! index is refused by name and the old one stays in use.
+//! Manuals update without a restart. SIGHUP (what `systemctl reload` sends)
+//! reopens `[knowledge] index` between jobs; a bad index is refused by name and
+//! the old one stays in use.
 
 mod common;
 

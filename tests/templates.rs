@@ -1,6 +1,6 @@
-//! Issue D: the hand-written chat templates (the fallback path) render exactly
-//! what llama.cpp renders for the models' own Jinja templates, which are kept
-//! as text fixtures, and thinking mode is switched off by prefilling.
+//! The hand-written chat templates (the fallback path) render exactly what
+//! llama.cpp renders for the models' own Jinja templates, which are kept as
+//! text fixtures, and thinking mode is switched off by prefilling.
 
 mod common;
 
@@ -89,8 +89,8 @@ fn the_system_prompt_stays_within_200_tokens() {
         .vocab()
         .tokenize(tidewatch::prompt::SYSTEM_PROMPT.as_bytes(), false, false)
         .len();
-    // Issue D allows 200; it is paid once per slot, but every token of it is
-    // also attended to by every token of every diagnosis.
+    // The budget is 200: the prompt is paid once per slot, but every token of
+    // it is also attended to by every token of every diagnosis.
     assert!(n <= 200, "the system prompt is {n} tokens");
     assert!(n > 100, "tokenizer returned {n} tokens: not a real count");
 }

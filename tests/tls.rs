@@ -1,7 +1,7 @@
-//! Issue E: MQTT over TLS (rustls) with a CA, a client certificate and key,
-//! and a username and password, against a real mosquitto that requires all of
-//! them and enforces deploy/mosquitto/tidewatch.acl; with the real test model
-//! and the real daemon binary. Certificates are made fresh with openssl.
+//! MQTT over TLS (rustls) with a CA, a client certificate and key, and a
+//! username and password, against a real mosquitto that requires all of them
+//! and enforces deploy/mosquitto/tidewatch.acl; with the real test model and
+//! the real daemon binary. Certificates are made fresh with openssl.
 
 mod common;
 

@@ -1,4 +1,8 @@
-//! Issue C: slots, the watchdog and systemd notifications, with the real
+//! Slots, the watchdog and systemd notifications: a stalled slot is cancelled
+//! and restarted and a wedged one replaced, with the alarm still answered;
+//! watchdog pings stop once a slot is lost; READY, STATUS and STOPPING arrive
+//! in order; generation stops at its token budget; SIGTERM joins the slot
+//! threads, or gives up on a wedged one after the hard timeout. With the real
 //! model, a real broker and injected faults (cargo feature `fault-injection`).
 
 mod common;
@@ -183,9 +187,8 @@ async fn notifications_arrive_ready_then_status_then_stopping() {
         ready < status_after && status_after < stopping,
         "order: {got:?}"
     );
-    // Issue L item 7: the daemon's own offline status (it has a `ts`), not
-    // the broker's last will (`{"state":"offline"}`), which a clean
-    // DISCONNECT cancels.
+    // The daemon's own offline status (it has a `ts`), not the broker's last
+    // will (`{"state":"offline"}`), which a clean DISCONNECT cancels.
     let mut offline = Vec::new();
     let quiet_until = tokio::time::Instant::now() + Duration::from_secs(3);
     while let Ok(Some((t, p))) = tokio::time::timeout_at(quiet_until, c.rx.recv()).await {
@@ -239,8 +242,8 @@ fn runaway_generation_is_cut_off_at_its_budget() {
     );
 }
 
-/// Issue I, seen from outside: after a slot restart, a later alarm for the
-/// same equipment and code (a new id) must get its own answer.
+/// After a slot restart, a later alarm for the same equipment and code (a
+/// new id) must get its own answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn alarm_after_a_slot_restart_with_the_same_equipment_and_code_is_answered() {
     let _serial = common::serial();
@@ -303,10 +306,10 @@ async fn alarm_after_a_slot_restart_with_the_same_equipment_and_code_is_answered
     }
 }
 
-/// Issue I, from a code read: SIGTERM during a decode exited with the slot
-/// thread still inside llama_decode (racing llama.cpp's teardown). The slot is
-/// now cancelled and joined first. Issue L item 8: the cancelled alarm stays
-/// unacknowledged, so the next start answers it.
+/// SIGTERM during a decode cancels the slot and joins its thread before the
+/// process exits (it once exited with the thread still inside llama_decode,
+/// racing llama.cpp's teardown); the cancelled alarm stays unacknowledged, so
+/// the next start answers it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_mid_generation_cancels_and_joins_the_slot_thread_before_exit() {
     let _serial = common::serial();
