@@ -10,8 +10,8 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
 use common::*;
 
@@ -23,10 +23,8 @@ const PREFIX: &str = "tidewatch";
 /// daemon's config and login made by login.sh, and logins for a sensor, an
 /// operator and an intruder (a user the ACL grants nothing).
 struct Board {
-    dir: tempfile::TempDir,
-    port: u16,
+    broker: Broker,
     cfg: PathBuf,
-    broker: Child,
 }
 
 impl Board {
@@ -62,36 +60,14 @@ impl Board {
             std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode))
                 .unwrap();
         }
-        let broker = Command::new(mosquitto_bin())
-            .arg("-c")
-            .arg(&conf)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(d.join("mosquitto.log")).unwrap())
-            .spawn()
-            .expect("cannot start mosquitto");
-        let mut b = Board {
-            dir,
-            port,
+        Board {
+            broker: Broker::start_conf(dir, port, &conf),
             cfg,
-            broker,
-        };
-        let t = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Ok(Some(s)) = b.broker.try_wait() {
-                panic!("mosquitto exited ({s}):\n{}", b.log());
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(10),
-                "mosquitto did not listen on {port}:\n{}",
-                b.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
         }
-        b
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("mosquitto.log")).unwrap_or_default()
+        self.broker.log()
     }
 
     /// mosquitto_sub or mosquitto_pub on the loopback listener as `user`.
@@ -101,7 +77,7 @@ impl Board {
             "-h",
             "127.0.0.1",
             "-p",
-            &self.port.to_string(),
+            &self.broker.port.to_string(),
             "-u",
             user,
             "-P",
@@ -182,13 +158,6 @@ impl Board {
             "sensor cannot publish: {}",
             text(&out)
         );
-    }
-}
-
-impl Drop for Board {
-    fn drop(&mut self) {
-        let _ = self.broker.kill();
-        let _ = self.broker.wait();
     }
 }
 

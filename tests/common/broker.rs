@@ -155,10 +155,18 @@ impl Broker {
                 .unwrap();
         }
         std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-        let log = d.join("mosquitto.log");
+        Self::start_conf(dir, port, &conf)
+    }
+
+    /// A mosquitto on the config file `conf`, which listens on `port`, with
+    /// its stderr in `dir/mosquitto.log`; panics with that log if it exits or
+    /// does not listen within 10 s. The files it reads must be readable by
+    /// the user mosquitto drops root to.
+    pub fn start_conf(dir: tempfile::TempDir, port: u16, conf: &Path) -> Self {
+        let log = dir.path().join("mosquitto.log");
         let mut child = Command::new(mosquitto_bin())
             .arg("-c")
-            .arg(&conf)
+            .arg(conf)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -182,8 +190,8 @@ impl Broker {
         }
     }
 
-    /// The broker's log so far: brokers from `start_tls`, or from
-    /// `start_with` told to `log_dest file` there.
+    /// The broker's log so far: brokers from `start_tls` or `start_conf`, or
+    /// from `start_with` told to `log_dest file` there.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("mosquitto.log")).unwrap_or_default()
     }
