@@ -1,17 +1,17 @@
-//! Issue L item 5: the board's loopback listener as shipped
-//! (deploy/mosquitto/local.conf and tidewatch.acl) with the login that
-//! deploy/mosquitto/login.sh writes for install.sh, the real daemon and the
-//! real test model. The daemon gets in with that login and answers alarms; a
-//! local client logged in as somebody else that asks for the daemon's client id
-//! with a clean session cannot make the broker discard the daemon's session and
-//! the alarm queued in it. (deploy/mosquitto/selftest.sh checks the same broker
-//! rules with mosquitto_sub alone, also for anonymous and LAN clients.)
+//! The board's loopback listener as shipped (deploy/mosquitto/local.conf and
+//! tidewatch.acl) with the login that deploy/mosquitto/login.sh writes for
+//! install.sh, the real daemon and the real test model. The daemon gets in with
+//! that login and answers alarms; a local client logged in as somebody else
+//! that asks for the daemon's client id with a clean session cannot make the
+//! broker discard the daemon's session and the alarm queued in it.
+//! (deploy/mosquitto/selftest.sh checks the same broker rules with
+//! mosquitto_sub alone, also for anonymous and LAN clients.)
 
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
 use common::*;
 
@@ -23,10 +23,8 @@ const PREFIX: &str = "tidewatch";
 /// daemon's config and login made by login.sh, and logins for a sensor, an
 /// operator and an intruder (a user the ACL grants nothing).
 struct Board {
-    dir: tempfile::TempDir,
-    port: u16,
+    broker: Broker,
     cfg: PathBuf,
-    broker: Child,
 }
 
 impl Board {
@@ -62,36 +60,14 @@ impl Board {
             std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode))
                 .unwrap();
         }
-        let broker = Command::new(mosquitto_bin())
-            .arg("-c")
-            .arg(&conf)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(d.join("mosquitto.log")).unwrap())
-            .spawn()
-            .expect("cannot start mosquitto");
-        let mut b = Board {
-            dir,
-            port,
+        Board {
+            broker: Broker::start_conf(dir, port, &conf),
             cfg,
-            broker,
-        };
-        let t = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Ok(Some(s)) = b.broker.try_wait() {
-                panic!("mosquitto exited ({s}):\n{}", b.log());
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(10),
-                "mosquitto did not listen on {port}:\n{}",
-                b.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
         }
-        b
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("mosquitto.log")).unwrap_or_default()
+        self.broker.log()
     }
 
     /// mosquitto_sub or mosquitto_pub on the loopback listener as `user`.
@@ -101,7 +77,7 @@ impl Board {
             "-h",
             "127.0.0.1",
             "-p",
-            &self.port.to_string(),
+            &self.broker.port.to_string(),
             "-u",
             user,
             "-P",
@@ -185,13 +161,6 @@ impl Board {
     }
 }
 
-impl Drop for Board {
-    fn drop(&mut self) {
-        let _ = self.broker.kill();
-        let _ = self.broker.wait();
-    }
-}
-
 /// deploy/mosquitto/local.conf with this test's port and files in place of the
 /// board's, and the ACL as shipped.
 fn deploy_conf(dir: &Path, port: u16, passwd: &Path) -> PathBuf {
@@ -244,13 +213,10 @@ fn daemon_with_the_login_install_writes_answers_alarms_on_the_deploy_loopback_li
     );
     b.operator_subscribes();
 
-    let d = Daemon::start(&b.cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", T),
-        "daemon never became ready with its login:\n{}\nbroker:\n{}",
-        d.log(),
-        b.log()
-    );
+    let _d = Daemon::launch(&b.cfg)
+        .within(T)
+        .note(|| format!("with its login; broker:\n{}", b.log()))
+        .ready();
     b.sensor_raises("login-1");
     let diag = b.operator_reads();
     assert_eq!(diag["alarm_id"], "login-1", "{diag}");
@@ -265,13 +231,10 @@ fn clean_session_under_the_daemons_client_id_from_another_login_keeps_its_queued
     let _serial = common::serial();
     let b = Board::start();
     b.operator_subscribes();
-    let mut d = Daemon::start(&b.cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", T),
-        "{}\nbroker:\n{}",
-        d.log(),
-        b.log()
-    );
+    let mut d = Daemon::launch(&b.cfg)
+        .within(T)
+        .note(|| format!("broker:\n{}", b.log()))
+        .ready();
     d.signal(nix::sys::signal::Signal::SIGTERM);
     assert!(
         d.wait_exit(Duration::from_secs(30)).is_some(),

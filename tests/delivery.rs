@@ -1,6 +1,6 @@
-//! Issue E: nothing lost — broker restarts, a SIGKILLed daemon, an alarm storm,
-//! a flood of malformed payloads, and a broker that is down while a diagnosis
-//! is made. Real mosquitto with persistence, the real test model.
+//! Nothing lost — broker restarts, a SIGKILLed daemon, an alarm storm, a flood
+//! of malformed payloads, and a broker that is down while a diagnosis is made.
+//! Real mosquitto with persistence, the real test model.
 
 mod common;
 
@@ -52,12 +52,7 @@ async fn broker_restart_during_a_burst_of_50_loses_nothing() {
         "[queue]\ncapacity = 4\ndedup_window_s = 0\n",
     );
     let mut c = Client::connect_with(port, "burst", "burst-client", false).await;
-    let d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", Duration::from_secs(60)),
-        "{}",
-        d.log()
-    );
+    let d = Daemon::launch(&cfg).ready();
     let all = ids("b", 50);
     for (i, id) in all.iter().enumerate().take(25) {
         let (eq, body) = alarm_n(id, i);
@@ -93,10 +88,11 @@ async fn broker_restart_during_a_burst_of_50_loses_nothing() {
     );
 }
 
-/// Issue I, as a new user saw it: 30 alarms at once for one code on five
-/// pumps (so the queue merges duplicates), the broker stopped with SIGTERM
-/// 2 s later and back 3 s after that, default queue settings, an operator
-/// with a persistent session. Every alarm is answered, none more than twice.
+/// A broker restart during a burst, as a new user met it: 30 alarms at once
+/// for one code on five pumps (so the queue merges duplicates), the broker
+/// stopped with SIGTERM 2 s later and back 3 s after that, default queue
+/// settings, an operator with a persistent session. Every alarm is answered,
+/// none more than twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broker_restart_during_a_burst_of_merged_alarms_answers_all_30() {
     let _serial = common::serial();
@@ -106,12 +102,7 @@ async fn broker_restart_during_a_burst_of_merged_alarms_answers_all_30() {
     let cfg = config(dir.path(), port, "merge", "", "");
     let mut c = Client::connect_with(port, "merge", "merge-operator", false).await;
     let pubc = Client::connect(port, "merge-unused", "merge-sensors").await;
-    let d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", Duration::from_secs(60)),
-        "{}",
-        d.log()
-    );
+    let d = Daemon::launch(&cfg).ready();
     let all = ids("m", 30);
     for (i, id) in all.iter().enumerate() {
         let eq = format!("pump-{}", i % 5);
@@ -184,12 +175,7 @@ async fn lose_first_puback(p: &str, id: &str) -> LostPuback {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), proxy.port, p, FAST, "");
     let mut c = Client::connect(broker.port, p, &format!("{p}-operator")).await;
-    let d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", Duration::from_secs(60)),
-        "{}",
-        d.log()
-    );
+    let d = Daemon::launch(&cfg).ready();
     let (eq, a1) = alarm_n(id, 0);
     c.publish(&format!("{p}/alarm/{eq}"), a1).await;
     let first = c
@@ -219,11 +205,12 @@ async fn lose_first_puback(p: &str, id: &str) -> LostPuback {
     }
 }
 
-/// Issue I, from a code read: the publisher waited for "a" PUBACK with no
-/// timeout, one diagnosis at a time. A PUBACK lost on a connection that stays
-/// up (a proxy drops exactly one) stalled every later diagnosis forever. Now
-/// PUBACKs are matched by packet id, later diagnoses go out meanwhile, and the
-/// unacknowledged one is sent again after the PUBACK timeout (20 s).
+/// A lost PUBACK stalls nothing. The publisher once waited for "a" PUBACK
+/// with no timeout, one diagnosis at a time, so a PUBACK lost on a connection
+/// that stays up (a proxy drops exactly one) stalled every later diagnosis
+/// forever. PUBACKs are matched by packet id, later diagnoses go out
+/// meanwhile, and the unacknowledged one is sent again after the PUBACK
+/// timeout (20 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_puback_stalls_nothing_and_its_diagnosis_is_sent_again() {
     let _serial = common::serial();
@@ -301,10 +288,10 @@ async fn diagnoses_keep_flowing_after_packet_ids_wrap_onto_a_lost_puback() {
     assert_eq!(st["diagnosed"].as_u64().map(|n| n >= 2), Some(true), "{st}");
 }
 
-/// Issue I, from a code read: the answer cache was keyed by `alarm_id` alone,
-/// so a second sensor that also numbers its alarms 1, 2, 3, or a sensor that
-/// restarted its counter, got an old diagnosis (on the first sensor's topic)
-/// and its own alarm was acknowledged undiagnosed.
+/// An alarm id reused by another sensor, or by one that restarted its
+/// counter, gets its own diagnosis on its own topic. The answer cache was
+/// once keyed by `alarm_id` alone, so such an alarm got an old diagnosis (on
+/// the first sensor's topic) and was acknowledged undiagnosed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reused_alarm_id_gets_its_own_diagnosis_on_its_own_topic() {
     let _serial = common::serial();
@@ -312,12 +299,7 @@ async fn a_reused_alarm_id_gets_its_own_diagnosis_on_its_own_topic() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), broker.port, "reuse", FAST, "");
     let mut c = Client::connect(broker.port, "reuse", "reuse-client").await;
-    let d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", Duration::from_secs(60)),
-        "{}",
-        d.log()
-    );
+    let _d = Daemon::launch(&cfg).ready();
     let first = c
         .ask(
             "reuse",
@@ -369,12 +351,7 @@ async fn sigkill_mid_generation_then_restart_answers_every_alarm() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), broker.port, "kill", FAST, "");
     let mut c = Client::connect_with(broker.port, "kill", "kill-client", false).await;
-    let mut d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", Duration::from_secs(60)),
-        "{}",
-        d.log()
-    );
+    let mut d = Daemon::launch(&cfg).ready();
     let all = ids("k", 10);
     for (i, id) in all.iter().enumerate().take(4) {
         let (eq, body) = alarm_n(id, i);
@@ -395,12 +372,7 @@ async fn sigkill_mid_generation_then_restart_answers_every_alarm() {
         let (eq, body) = alarm_n(id, i);
         c.publish(&format!("kill/alarm/{eq}"), body).await;
     }
-    let d2 = Daemon::start(&cfg, &[]);
-    assert!(
-        d2.wait_log("tidewatch ready", Duration::from_secs(60)),
-        "{}",
-        d2.log()
-    );
+    let d2 = Daemon::launch(&cfg).ready();
     for (i, id) in all.iter().enumerate().skip(7) {
         let (eq, body) = alarm_n(id, i);
         c.publish(&format!("kill/alarm/{eq}"), body).await;
@@ -425,12 +397,7 @@ async fn malformed_flood_gets_one_error_each_and_valid_alarms_are_diagnosed() {
     let cfg = config(dir.path(), broker.port, "flood", FAST, "");
     let mut c = Client::connect(broker.port, "flood", "flood-client").await;
     let pubc = Client::connect(broker.port, "flood-unused", "flood-pub").await;
-    let d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", Duration::from_secs(60)),
-        "{}",
-        d.log()
-    );
+    let d = Daemon::launch(&cfg).ready();
     let bad: Vec<Vec<u8>> = vec![
         b"not json".to_vec(),
         vec![0xff, 0xfe, 0x00, 0x80],
@@ -509,12 +476,7 @@ async fn qos0_alarms_into_a_slow_daemon_wait_and_none_is_dropped() {
     let cfg = config(dir.path(), broker.port, "slow", FAST, "");
     let mut c = Client::connect(broker.port, "slow", "slow-client").await;
     let pubc = Client::connect(broker.port, "slow-unused", "slow-pub").await;
-    let d = Daemon::start(&cfg, &[("TIDEWATCH_FAULT", "slow-intake:3")]);
-    assert!(
-        d.wait_log("tidewatch ready", Duration::from_secs(60)),
-        "{}",
-        d.log()
-    );
+    let d = Daemon::launch(&cfg).fault("slow-intake:3").ready();
     let n_bad = 2_000;
     let valid = ids("slow", 4);
     let mut v = 0;
@@ -579,7 +541,8 @@ async fn qos0_alarms_into_a_slow_daemon_wait_and_none_is_dropped() {
     assert!(missing.is_empty(), "missing {missing:?}\n{log}");
 }
 
-/// Issue L8: the daemon is killed and restarted while the diagnosis waits for
+/// A diagnosis made while the broker is down is delivered from the outbox on
+/// disk. The daemon is killed and restarted while the diagnosis waits for
 /// the broker, so only a diagnosis kept on disk can still be delivered: one
 /// kept in memory dies with the first daemon, and the second one diagnoses
 /// the redelivered alarm again (a later `ts`).
@@ -590,12 +553,7 @@ async fn diagnosis_made_while_the_broker_is_down_lands_from_the_outbox() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), broker.port, "down", "max_tokens = 96", "");
     let mut c = Client::connect_with(broker.port, "down", "down-client", false).await;
-    let mut d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", Duration::from_secs(60)),
-        "{}",
-        d.log()
-    );
+    let mut d = Daemon::launch(&cfg).ready();
     c.publish(
         "down/alarm/ME1",
         alarm(
@@ -671,12 +629,7 @@ async fn storm_of_1000_alarms_is_answered_with_bounded_memory() {
     );
     let mut c = Client::connect(broker.port, "storm", "storm-client").await;
     let pubc = Client::connect(broker.port, "storm-unused", "storm-pub").await;
-    let d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", Duration::from_secs(60)),
-        "{}",
-        d.log()
-    );
+    let d = Daemon::launch(&cfg).ready();
     // Warm up so "idle" includes the touched model pages and KV buffers.
     pubc.publish(
         "storm/alarm/ME1",

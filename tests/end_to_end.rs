@@ -1,5 +1,8 @@
-//! Issue A: an alarm over MQTT in, a diagnosis over MQTT out — with a real
-//! mosquitto, the real test model and the real daemon binary.
+//! The main path: an alarm over MQTT in, a diagnosis over MQTT out — with a
+//! real mosquitto, the real test model and the real daemon binary; bad alarms
+//! answered on the error topic, a missing model named, `tidewatch diagnose`
+//! without a broker, and the prompt savings (passage items, the prompt cache,
+//! speculation) seen in the diagnoses' timings.
 
 mod common;
 
@@ -16,12 +19,7 @@ async fn english_and_chinese_alarms_get_full_diagnoses_and_status_is_online() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), broker.port, "e2e", "", "");
     let mut c = Client::connect(broker.port, "e2e", "e2e-client").await;
-    let d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", T),
-        "daemon never became ready:\n{}",
-        d.log()
-    );
+    let _d = Daemon::launch(&cfg).within(T).ready();
 
     let en = c
         .ask(
@@ -91,12 +89,7 @@ async fn malformed_alarms_each_get_an_error_and_the_next_valid_alarm_is_diagnose
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), broker.port, "bad", "", "");
     let mut c = Client::connect(broker.port, "bad", "bad-client").await;
-    let d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", T),
-        "daemon never became ready:\n{}",
-        d.log()
-    );
+    let d = Daemon::launch(&cfg).within(T).ready();
 
     c.publish("bad/alarm/P1", "this is not json").await;
     let e = c.expect("bad/error", T, |_| true).await;
@@ -225,10 +218,10 @@ fn passage_items_shortens_the_prompt_to_the_alarms_own_sections() {
     );
 }
 
-/// Issue H: an alarm that repeats with a new reading after 11 other alarms
-/// still finds its prompt in the slot's cache of recent prompts and reads only
-/// its alarm block; without the cache it reads everything past the static
-/// prefix again.
+/// The prompt cache: an alarm that repeats with a new reading after 11 other
+/// alarms still finds its prompt in the slot's cache of recent prompts and
+/// reads only its alarm block; without the cache it reads everything past the
+/// static prefix again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_alarm_repeated_after_eleven_others_resumes_its_saved_prompt() {
     let _serial = common::serial();
@@ -245,8 +238,7 @@ async fn an_alarm_repeated_after_eleven_others_resumes_its_saved_prompt() {
             "[queue]\ndedup_window_s = 0\n",
         );
         let mut c = Client::connect(broker.port, &prefix, &format!("{prefix}-client")).await;
-        let d = Daemon::start(&cfg, &[]);
-        assert!(d.wait_log("tidewatch ready", T), "{}", d.log());
+        let _d = Daemon::launch(&cfg).within(T).ready();
         let kinds = [
             (
                 "ME1",
@@ -302,8 +294,8 @@ async fn an_alarm_repeated_after_eleven_others_resumes_its_saved_prompt() {
     );
 }
 
-/// Issue H: with speculation on, drafts are proposed and verified, and the
-/// answer is a whole diagnosis.
+/// Speculation on: drafts are proposed and verified, and the answer is a
+/// whole diagnosis.
 #[test]
 fn lookup_speculation_drafts_and_verifies_and_the_answer_is_whole() {
     let _serial = common::serial();

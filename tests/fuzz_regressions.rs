@@ -12,7 +12,7 @@ use tidewatch::retrieval::{index, knowledge};
 
 /// Every target's saved inputs. A folder that is missing or empty fails the
 /// test: otherwise a renamed target or a lost folder replays nothing and
-/// passes (issue L item 8).
+/// passes.
 fn regressions(target: &str) -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fuzz/regressions")

@@ -1,5 +1,5 @@
-//! Issue J item 2: what the real test model says is published only when it is
-//! text, and every diagnosis reports how much of it was grounded.
+//! The grounding guard: what the real test model says is published only when
+//! it is text, and every diagnosis reports how much of it was grounded.
 
 mod common;
 

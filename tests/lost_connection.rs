@@ -22,12 +22,7 @@ async fn a_publish_read_with_the_fin_is_answered_and_never_acked_on_the_next_con
     let p = "epoch";
     let cfg = config(dir.path(), proxy.port, p, "max_tokens = 48", "");
     let mut c = Client::connect(broker.port, p, "epoch-client").await;
-    let d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", Duration::from_secs(60)),
-        "{}",
-        d.log()
-    );
+    let d = Daemon::launch(&cfg).ready();
     let body = alarm("cut-1", "CUT1", "DG-REV-PWR", "major", "generator", "cut");
     c.publish(&format!("{p}/alarm/CUT1"), body).await;
     let v = c

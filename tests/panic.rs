@@ -1,8 +1,7 @@
-//! Issue L item 2: a panic never leaves the daemon half alive. A panic
-//! injected (cargo feature `fault-injection`) in a worker, in the hub or in
-//! the MQTT poller must end the process with SIGABRT and a log line naming
-//! the panic; the daemon started again, as systemd would, answers the alarm
-//! the dead one never acknowledged.
+//! A panic never leaves the daemon half alive. A panic injected (cargo feature
+//! `fault-injection`) in a worker, in the hub or in the MQTT poller must end
+//! the process with SIGABRT and a log line naming the panic; the daemon started
+//! again, as systemd would, answers the alarm the dead one never acknowledged.
 
 mod common;
 
@@ -17,21 +16,17 @@ const DIE_WITHIN: Duration = Duration::from_secs(15);
 
 async fn a_panic_aborts_and_the_restarted_daemon_answers(place: &str) {
     let _serial = common::serial();
-    if !cfg!(feature = "fault-injection") {
-        panic!("build with --features fault-injection (deploy/test.sh does)");
-    }
+    require_fault_injection();
     let broker = Broker::start();
     let dir = tempfile::tempdir().unwrap();
     let prefix = format!("panic-{place}");
     let cfg = config(dir.path(), broker.port, &prefix, "", "");
     let mut c = Client::connect(broker.port, &prefix, &format!("{prefix}-client")).await;
     let fault = format!("panic-{place}");
-    let mut d = Daemon::start(&cfg, &[("TIDEWATCH_FAULT", &fault)]);
-    assert!(
-        d.wait_log("tidewatch ready", Duration::from_secs(90)),
-        "{}",
-        d.log()
-    );
+    let mut d = Daemon::launch(&cfg)
+        .fault(&fault)
+        .within(Duration::from_secs(90))
+        .ready();
 
     let id = format!("{place}-1");
     let body = alarm(

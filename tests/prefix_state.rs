@@ -1,9 +1,9 @@
-//! Issue D: the static prompt prefix (template + system prompt + the user
-//! turn's fixed head) is decoded once, saved in `state_dir/kv` keyed by the
-//! model file, the llama.cpp build, the context settings and the prompt, and
-//! restored by the next process, which then reads only the alarm-specific
-//! part of its prompt. A damaged state file is detected, removed and
-//! recomputed; so is a state of other context settings (issue I).
+//! The static prompt prefix (template + system prompt + the user turn's fixed
+//! head) is decoded once, saved in `state_dir/kv` keyed by the model file, the
+//! llama.cpp build, the context settings and the prompt, and restored by the
+//! next process, which then reads only the alarm-specific part of its prompt. A
+//! damaged state file is detected, removed and recomputed; so is a state of
+//! other context settings.
 
 mod common;
 
@@ -104,8 +104,8 @@ fn prefix_state_is_saved_restored_and_recomputed_when_damaged() {
     let _ = diagnose(dir.path(), &cfg, &a);
     assert_eq!(states(dir.path()), saved, "stale state files are removed");
 
-    // Issue I: another `[llm] ctx` sizes the context the state would be read
-    // into, so the state is computed again under a new name, not restored.
+    // Another `[llm] ctx` sizes the context the state would be read into, so
+    // the state is computed again under a new name, not restored.
     let cfg = config(dir.path(), free_port(), "kv", "ctx = 4096", "");
     let (d5, log5) = diagnose(dir.path(), &cfg, &a);
     assert_full_diagnosis_shape(&d5);

@@ -1,7 +1,7 @@
-//! Issue L item 7: alarm text and passages are data down to the token ids.
-//! Whatever a sensor writes, the prompt a slot decodes holds no special token
-//! of the model's vocabulary but the template's own, and the head of every
-//! prompt is the static prefix the slots keep cached, token for token.
+//! Alarm text and passages are data down to the token ids. Whatever a sensor
+//! writes, the prompt a slot decodes holds no special token of the model's
+//! vocabulary but the template's own, and the head of every prompt is the
+//! static prefix the slots keep cached, token for token.
 
 mod common;
 
@@ -18,8 +18,8 @@ fn model(dir: &std::path::Path) -> Model {
 }
 
 /// The text of every special token of the vocabulary (what llama.cpp's
-/// tokenizer matches whole), and the ones the issue names, which other
-/// vocabularies have (Qwen: `<tool_call>`).
+/// tokenizer matches whole), and a few that other vocabularies have (Qwen:
+/// `<tool_call>`).
 fn special_texts(m: &Model) -> Vec<String> {
     let vocab = m.model.vocab();
     let mut texts: Vec<String> = (0..vocab.n_tokens())

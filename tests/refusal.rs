@@ -1,8 +1,8 @@
-//! A broker that says no (issue L item 4). Under MQTT 3.1.1 mosquitto answers
-//! a publish its ACL denies with an ordinary PUBACK, so a diagnosis topic the
-//! ACL does not grant swallowed every diagnosis while the alarms were acked.
-//! And an alarm larger than the daemon reads broke the connection on every
-//! redelivery, forever, with nothing after it answered.
+//! A broker that says no. Under MQTT 3.1.1 mosquitto answers a publish its ACL
+//! denies with an ordinary PUBACK, so a diagnosis topic the ACL does not grant
+//! swallowed every diagnosis while the alarms were acked. And an alarm larger
+//! than the daemon reads broke the connection on every redelivery, forever,
+//! with nothing after it answered.
 
 mod common;
 
@@ -23,9 +23,7 @@ async fn next_status(
     prefix: &str,
     seen: &mut Vec<(String, Vec<u8>)>,
 ) -> serde_json::Value {
-    while let Ok(m) = c.rx.try_recv() {
-        seen.push(m);
-    }
+    seen.extend(c.drain());
     c.expect(&format!("{prefix}/status"), Duration::from_secs(20), |v| {
         v["state"] == "online"
     })
@@ -49,12 +47,7 @@ async fn a_diagnosis_the_acl_refuses_stays_in_the_outbox_until_the_acl_lets_it_t
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), broker.port, p, "max_tokens = 48", "");
     let mut c = Client::connect(broker.port, p, "deny-operator").await;
-    let d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", Duration::from_secs(60)),
-        "{}",
-        d.log()
-    );
+    let d = Daemon::launch(&cfg).ready();
     let body = alarm(
         "deny-1",
         "ME1",
@@ -134,12 +127,7 @@ async fn an_alarm_too_large_to_read_is_left_at_the_broker_and_later_alarms_are_a
     // Subscribed to diagnoses only: a test client would choke on the big
     // alarm itself and, on its clean session, lose its subscription.
     let mut c = Client::connect(broker.port, &format!("{p}/diagnosis"), "huge-operator").await;
-    let d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", Duration::from_secs(60)),
-        "{}",
-        d.log()
-    );
+    let d = Daemon::launch(&cfg).ready();
     let big = dir.path().join("big");
     std::fs::write(&big, vec![b'x'; tidewatch::mqtt::MAX_INBOUND + (1 << 20)]).unwrap();
     let out = std::process::Command::new(require_tool("mosquitto_pub", "mosquitto-clients"))

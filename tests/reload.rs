@@ -1,12 +1,11 @@
-//! Issue J item 3: manuals update without a restart. SIGHUP (what
-//! `systemctl reload` sends) reopens `[knowledge] index` between jobs; a bad
-//! index is refused by name and the old one stays in use.
+//! Manuals update without a restart. SIGHUP (what `systemctl reload` sends)
+//! reopens `[knowledge] index` between jobs; a bad index is refused by name and
+//! the old one stays in use.
 
 mod common;
 
-use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use nix::sys::signal::Signal;
@@ -102,12 +101,7 @@ async fn start_on_own_index(knowledge: impl FnOnce(&Path) -> PathBuf, client_id:
     tidewatch::retrieval::build_file(&knowledge(dir.path()), &index).unwrap();
     let cfg = config_with_index(dir.path(), broker.port, "reload", &index);
     let c = Client::connect(broker.port, "reload", client_id).await;
-    let d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", T),
-        "daemon never became ready:\n{}",
-        d.log()
-    );
+    let d = Daemon::launch(&cfg).within(T).ready();
     Rig {
         _broker: broker,
         dir,
@@ -208,34 +202,6 @@ async fn rewriting_the_index_in_place_does_not_disturb_the_running_daemon() {
     );
 }
 
-fn notify_socket(dir: &Path) -> (UnixDatagram, PathBuf) {
-    let p = dir.join("notify.sock");
-    let s = UnixDatagram::bind(&p).unwrap();
-    s.set_read_timeout(Some(Duration::from_millis(100)))
-        .unwrap();
-    (s, p)
-}
-
-/// Reads notifications until `until` holds for what arrived, or `timeout`.
-fn drain_until(
-    sock: &UnixDatagram,
-    got: &mut Vec<String>,
-    timeout: Duration,
-    until: impl Fn(&[String]) -> bool,
-) -> bool {
-    let t = Instant::now();
-    let mut buf = [0u8; 4096];
-    while t.elapsed() < timeout {
-        if until(got) {
-            return true;
-        }
-        if let Ok(n) = sock.recv(&mut buf) {
-            got.push(String::from_utf8_lossy(&buf[..n]).into_owned());
-        }
-    }
-    until(got)
-}
-
 fn count(got: &[String], pred: impl Fn(&str) -> bool) -> usize {
     got.iter().filter(|m| pred(m)).count()
 }
@@ -252,23 +218,19 @@ fn reload_is_announced_reloading_then_ready_also_when_refused() {
     let index = dir.path().join("knowledge.twx");
     tidewatch::retrieval::build_file(&repo().join("knowledge"), &index).unwrap();
     let cfg = config_with_index(dir.path(), broker.port, "rnotify", &index);
-    let (sock, path) = notify_socket(dir.path());
-    let p = path.display().to_string();
-    let d = Daemon::start(&cfg, &[("NOTIFY_SOCKET", &p)]);
-    let mut got = Vec::new();
+    let mut n = notify_socket(dir.path());
+    let d = Daemon::launch(&cfg).notify(&mut n).within(T).ready();
     let ready = |g: &[String]| count(g, |m| m == "READY=1");
-    assert!(
-        drain_until(&sock, &mut got, T, |g| ready(g) == 1),
-        "no READY=1: {got:?}\n{}",
-        d.log()
-    );
+    assert_eq!(ready(&n.got), 1, "READY=1 before any reload: {:?}", n.got);
 
     d.signal(Signal::SIGHUP);
     assert!(
-        drain_until(&sock, &mut got, Duration::from_secs(20), |g| ready(g) == 2),
-        "no READY=1 after a reload: {got:?}\n{}",
+        n.drain(Duration::from_secs(20), |g| ready(g) == 2),
+        "no READY=1 after a reload: {:?}\n{}",
+        n.got,
         d.log()
     );
+    let got = &n.got;
     let first_ready = got.iter().position(|m| m == "READY=1").unwrap();
     let reloading = got
         .iter()
@@ -295,11 +257,13 @@ fn reload_is_announced_reloading_then_ready_also_when_refused() {
     std::fs::remove_file(&index).unwrap();
     d.signal(Signal::SIGHUP);
     assert!(
-        drain_until(&sock, &mut got, Duration::from_secs(20), |g| ready(g) == 3),
-        "no READY=1 after a refused reload: {got:?}\n{}",
+        n.drain(Duration::from_secs(20), |g| ready(g) == 3),
+        "no READY=1 after a refused reload: {:?}\n{}",
+        n.got,
         d.log()
     );
-    let reloadings = count(&got, |m| m.lines().any(|l| l == "RELOADING=1"));
+    let got = &n.got;
+    let reloadings = count(got, |m| m.lines().any(|l| l == "RELOADING=1"));
     assert_eq!(reloadings, 2, "{got:?}");
     let third_ready = got.iter().rposition(|m| m == "READY=1").unwrap();
     assert!(

@@ -1,7 +1,8 @@
-//! Issue J item 1: `tidewatch show`, the binary as the demo and operators run
-//! it, on a diagnosis the 1.5B stand-in published in `deploy/demo.sh`
-//! (captured with `mosquitto_sub -v`), the same diagnosis pretty-printed as
-//! `tidewatch diagnose` prints it, and a bad line in between.
+//! `tidewatch show` prints diagnoses readably and goes on past a bad line: the
+//! binary as the demo and operators run it, on a diagnosis the 1.5B stand-in
+//! published in `deploy/demo.sh` (captured with `mosquitto_sub -v`), the same
+//! diagnosis pretty-printed as `tidewatch diagnose` prints it, and a bad line
+//! in between.
 
 use std::io::Write;
 use std::path::PathBuf;

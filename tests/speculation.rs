@@ -1,8 +1,8 @@
-//! Issue H: speculative decoding is lossless up to the batched numerics. At
-//! temperature 0, a diagnosis with prompt lookup is the one without it, or
-//! the two runs part at a token whose logits moved only by rounding (the CPU
-//! kernels are not batch-invariant). A verification that read the wrong
-//! logits row or kept a rejected token parts them by far more.
+//! Speculative decoding is lossless up to the batched numerics. At temperature
+//! 0, a diagnosis with prompt lookup is the one without it, or the two runs
+//! part at a token whose logits moved only by rounding (the CPU kernels are not
+//! batch-invariant). A verification that read the wrong logits row or kept a
+//! rejected token parts them by far more.
 
 mod common;
 

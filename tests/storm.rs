@@ -41,12 +41,7 @@ async fn storm(
         &format!("{prefix}-pub"),
     )
     .await;
-    let d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", Duration::from_secs(60)),
-        "{}",
-        d.log()
-    );
+    let d = Daemon::launch(&cfg).ready();
     let mut want: HashSet<String> = HashSet::new();
     let t0 = Instant::now();
     for i in 0..warnings {

@@ -1,6 +1,6 @@
-//! Issue D: the hand-written chat templates (the fallback path) render exactly
-//! what llama.cpp renders for the models' own Jinja templates, which are kept
-//! as text fixtures, and thinking mode is switched off by prefilling.
+//! The hand-written chat templates (the fallback path) render exactly what
+//! llama.cpp renders for the models' own Jinja templates, which are kept as
+//! text fixtures, and thinking mode is switched off by prefilling.
 
 mod common;
 
@@ -21,7 +21,7 @@ fn llama_render(model: &LlamaModel, jinja: &str) -> String {
     model.apply_chat_template(&tmpl, &msgs, true).unwrap()
 }
 
-fn test_model() -> LlamaModel {
+fn load_test_model() -> LlamaModel {
     LlamaModel::load_from_file(
         tidewatch::llm::backend(),
         common::test_model(),
@@ -33,7 +33,7 @@ fn test_model() -> LlamaModel {
 #[test]
 fn hand_written_templates_match_llama_cpp_and_the_fixtures() {
     let _serial = common::serial();
-    let model = test_model();
+    let model = load_test_model();
     let cases = [
         ("qwen2.5.jinja", Family::ChatMl, "expected-chatml.txt"),
         ("smollm2.jinja", Family::SmolLm, "expected-chatml.txt"),
@@ -72,7 +72,7 @@ fn thinking_templates_get_the_empty_think_block_prefilled() {
 #[test]
 fn gguf_template_of_the_test_model_is_detected() {
     let _serial = common::serial();
-    let model = test_model();
+    let model = load_test_model();
     let t = model.chat_template(None).unwrap().to_string().unwrap();
     assert_eq!(Family::detect(&t), Some(Family::SmolLm));
     assert_eq!(
@@ -84,13 +84,13 @@ fn gguf_template_of_the_test_model_is_detected() {
 #[test]
 fn the_system_prompt_stays_within_200_tokens() {
     let _serial = common::serial();
-    let model = test_model();
+    let model = load_test_model();
     let n = model
         .vocab()
         .tokenize(tidewatch::prompt::SYSTEM_PROMPT.as_bytes(), false, false)
         .len();
-    // Issue D allows 200; it is paid once per slot, but every token of it is
-    // also attended to by every token of every diagnosis.
+    // The budget is 200: the prompt is paid once per slot, but every token of
+    // it is also attended to by every token of every diagnosis.
     assert!(n <= 200, "the system prompt is {n} tokens");
     assert!(n > 100, "tokenizer returned {n} tokens: not a real count");
 }

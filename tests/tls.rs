@@ -1,7 +1,7 @@
-//! Issue E: MQTT over TLS (rustls) with a CA, a client certificate and key,
-//! and a username and password, against a real mosquitto that requires all of
-//! them and enforces deploy/mosquitto/tidewatch.acl; with the real test model
-//! and the real daemon binary. Certificates are made fresh with openssl.
+//! MQTT over TLS (rustls) with a CA, a client certificate and key, and a
+//! username and password, against a real mosquitto that requires all of them
+//! and enforces deploy/mosquitto/tidewatch.acl; with the real test model and
+//! the real daemon binary. Certificates are made fresh with openssl.
 
 mod common;
 
@@ -123,13 +123,10 @@ async fn alarm_over_tls_with_password_gets_a_full_diagnosis_and_the_sensor_reads
 
     let dir = tempfile::tempdir().unwrap();
     let cfg = tls_config(dir.path(), port, PREFIX, &s.login("tidewatch", "tidewatch"));
-    let d = Daemon::start(&cfg, &[]);
-    assert!(
-        d.wait_log("tidewatch ready", T),
-        "daemon never became ready:\n{}\nbroker:\n{}",
-        d.log(),
-        s.broker.log()
-    );
+    let d = Daemon::launch(&cfg)
+        .within(T)
+        .note(|| format!("broker:\n{}", s.broker.log()))
+        .ready();
 
     let alarm = alarm(
         "tls-1",
@@ -150,10 +147,7 @@ async fn alarm_over_tls_with_password_gets_a_full_diagnosis_and_the_sensor_reads
     // By now the broker has routed the diagnosis and the retained status;
     // a sensor allowed to read would have had both (and its own alarm).
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let mut leaked = Vec::new();
-    while let Ok((topic, _)) = sensor.rx.try_recv() {
-        leaked.push(topic);
-    }
+    let leaked: Vec<String> = sensor.drain().into_iter().map(|(topic, _)| topic).collect();
     assert!(leaked.is_empty(), "the sensor read {leaked:?}");
     assert!(
         !d.log().contains("mqtt connection lost") && !d.log().contains("mqtt cannot connect"),

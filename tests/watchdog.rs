@@ -1,9 +1,12 @@
-//! Issue C: slots, the watchdog and systemd notifications, with the real
+//! Slots, the watchdog and systemd notifications: a stalled slot is cancelled
+//! and restarted and a wedged one replaced, with the alarm still answered;
+//! watchdog pings stop once a slot is lost; READY, STATUS and STOPPING arrive
+//! in order; generation stops at its token budget; SIGTERM joins the slot
+//! threads, or gives up on a wedged one after the hard timeout. With the real
 //! model, a real broker and injected faults (cargo feature `fault-injection`).
 
 mod common;
 
-use std::os::unix::net::UnixDatagram;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -16,34 +19,10 @@ fn fast_watchdog(stall: f64, deadline: f64, hard: f64) -> String {
     )
 }
 
-/// Collects sd_notify datagrams with their arrival times.
-fn notify_socket(dir: &std::path::Path) -> (UnixDatagram, std::path::PathBuf) {
-    let p = dir.join("notify.sock");
-    let s = UnixDatagram::bind(&p).unwrap();
-    s.set_read_timeout(Some(Duration::from_millis(100)))
-        .unwrap();
-    (s, p)
-}
-
-fn drain(sock: &UnixDatagram, out: &mut Vec<(Instant, String)>, for_: Duration) {
-    let t = Instant::now();
-    let mut buf = [0u8; 4096];
-    while t.elapsed() < for_ {
-        if let Ok(n) = sock.recv(&mut buf) {
-            out.push((
-                Instant::now(),
-                String::from_utf8_lossy(&buf[..n]).into_owned(),
-            ));
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn injected_stall_is_cancelled_restarted_and_still_answered() {
     let _serial = common::serial();
-    if !cfg!(feature = "fault-injection") {
-        panic!("build with --features fault-injection (deploy/test.sh does)");
-    }
+    require_fault_injection();
     let broker = Broker::start();
     let dir = tempfile::tempdir().unwrap();
     let deadline = 40.0;
@@ -55,8 +34,10 @@ async fn injected_stall_is_cancelled_restarted_and_still_answered() {
         &fast_watchdog(4.0, deadline, 5.0),
     );
     let mut c = Client::connect(broker.port, "stall", "stall-client").await;
-    let d = Daemon::start(&cfg, &[("TIDEWATCH_FAULT", "stall-after:5")]);
-    assert!(d.wait_log("tidewatch ready", T), "{}", d.log());
+    let d = Daemon::launch(&cfg)
+        .fault("stall-after:5")
+        .within(T)
+        .ready();
 
     let sent = Instant::now();
     let first = c
@@ -102,9 +83,7 @@ async fn injected_stall_is_cancelled_restarted_and_still_answered() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn native_stall_stops_watchdog_pings_but_the_alarm_is_answered() {
     let _serial = common::serial();
-    if !cfg!(feature = "fault-injection") {
-        panic!("build with --features fault-injection (deploy/test.sh does)");
-    }
+    require_fault_injection();
     let broker = Broker::start();
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(
@@ -114,28 +93,20 @@ async fn native_stall_stops_watchdog_pings_but_the_alarm_is_answered() {
         "",
         &fast_watchdog(2.0, 20.0, 3.0),
     );
-    let (sock, path) = notify_socket(dir.path());
+    let mut n = notify_socket(dir.path());
     let mut c = Client::connect(broker.port, "wedge", "wedge-client").await;
-    let p = path.display().to_string();
-    let d = Daemon::start(
-        &cfg,
-        &[
-            ("TIDEWATCH_FAULT", "native-stall"),
-            ("NOTIFY_SOCKET", &p),
-            ("WATCHDOG_USEC", "1000000"),
-        ],
-    );
-    let mut got = Vec::new();
-    let t = Instant::now();
-    while !got.iter().any(|(_, m): &(Instant, String)| m == "READY=1") {
-        assert!(t.elapsed() < T, "no READY=1: {got:?}\n{}", d.log());
-        drain(&sock, &mut got, Duration::from_millis(200));
-    }
-    drain(&sock, &mut got, Duration::from_secs(2));
-    let pings_before = got.iter().filter(|(_, m)| m == "WATCHDOG=1").count();
+    let d = Daemon::launch(&cfg)
+        .fault("native-stall")
+        .notify(&mut n)
+        .env("WATCHDOG_USEC", "1000000")
+        .within(T)
+        .ready();
+    n.drain(Duration::from_secs(2), |_| false);
+    let pings_before = n.got.iter().filter(|m| *m == "WATCHDOG=1").count();
     assert!(
         pings_before >= 2,
-        "healthy daemon must ping at half WATCHDOG_USEC: {got:?}"
+        "healthy daemon must ping at half WATCHDOG_USEC: {:?}",
+        n.got
     );
 
     c.publish(
@@ -157,12 +128,12 @@ async fn native_stall_stops_watchdog_pings_but_the_alarm_is_answered() {
     assert_full_diagnosis_shape(&dgn);
     assert!(d.log().contains("replacing it"), "{}", d.log());
     // ...but the process is no longer trusted: the pings stop, so systemd restarts it.
-    let mut after = Vec::new();
-    drain(&sock, &mut after, Duration::from_millis(300));
-    let mut quiet = Vec::new();
-    drain(&sock, &mut quiet, Duration::from_secs(3));
+    n.drain(Duration::from_millis(300), |_| false);
+    let from = n.got.len();
+    n.drain(Duration::from_secs(3), |_| false);
+    let quiet = &n.got[from..];
     assert!(
-        !quiet.iter().any(|(_, m)| m == "WATCHDOG=1"),
+        !quiet.iter().any(|m| m == "WATCHDOG=1"),
         "WATCHDOG=1 must stop once a slot is lost: {quiet:?}"
     );
     let st = c
@@ -179,16 +150,9 @@ async fn notifications_arrive_ready_then_status_then_stopping() {
     let broker = Broker::start();
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), broker.port, "notify", "", "");
-    let (sock, path) = notify_socket(dir.path());
-    let p = path.display().to_string();
+    let mut n = notify_socket(dir.path());
     let mut c = Client::connect(broker.port, "notify", "notify-client").await;
-    let mut d = Daemon::start(&cfg, &[("NOTIFY_SOCKET", &p)]);
-    let mut got: Vec<(Instant, String)> = Vec::new();
-    let t = Instant::now();
-    while !got.iter().any(|(_, m)| m == "READY=1") {
-        assert!(t.elapsed() < T, "no READY=1: {got:?}\n{}", d.log());
-        drain(&sock, &mut got, Duration::from_millis(200));
-    }
+    let mut d = Daemon::launch(&cfg).notify(&mut n).within(T).ready();
     // READY means subscribed: an alarm published now must be answered.
     c.publish(
         "notify/alarm/AIS",
@@ -199,16 +163,17 @@ async fn notifications_arrive_ready_then_status_then_stopping() {
         .await;
     // Status goes out every 10 s on a 1 s tick: 12 s holds one that follows
     // the diagnosis's PUBACK.
-    drain(&sock, &mut got, Duration::from_secs(12));
+    n.drain(Duration::from_secs(12), |_| false);
     d.signal(nix::sys::signal::Signal::SIGTERM);
     let status = d
         .wait_exit(Duration::from_secs(20))
         .expect("daemon did not exit on SIGTERM");
     assert!(status.success(), "{status:?}\n{}", d.log());
-    drain(&sock, &mut got, Duration::from_millis(300));
-    let pos = |pred: &dyn Fn(&str) -> bool| got.iter().position(|(_, m)| pred(m));
+    n.drain(Duration::from_millis(300), |_| false);
+    let got = &n.got;
+    let pos = |pred: &dyn Fn(&str) -> bool| got.iter().position(|m| pred(m));
     let ready = pos(&|m| m == "READY=1").unwrap();
-    let status_after = got.iter().skip(ready).position(|(_, m)| {
+    let status_after = got.iter().skip(ready).position(|m| {
         // One answer, delivered: nothing waits for a PUBACK or in the outbox.
         m.starts_with("STATUS=")
             && m.contains("diagnosed 1 (passages ")
@@ -222,9 +187,8 @@ async fn notifications_arrive_ready_then_status_then_stopping() {
         ready < status_after && status_after < stopping,
         "order: {got:?}"
     );
-    // Issue L item 7: the daemon's own offline status (it has a `ts`), not
-    // the broker's last will (`{"state":"offline"}`), which a clean
-    // DISCONNECT cancels.
+    // The daemon's own offline status (it has a `ts`), not the broker's last
+    // will (`{"state":"offline"}`), which a clean DISCONNECT cancels.
     let mut offline = Vec::new();
     let quiet_until = tokio::time::Instant::now() + Duration::from_secs(3);
     while let Ok(Some((t, p))) = tokio::time::timeout_at(quiet_until, c.rx.recv()).await {
@@ -278,14 +242,12 @@ fn runaway_generation_is_cut_off_at_its_budget() {
     );
 }
 
-/// Issue I, seen from outside: after a slot restart, a later alarm for the
-/// same equipment and code (a new id) must get its own answer.
+/// After a slot restart, a later alarm for the same equipment and code (a
+/// new id) must get its own answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn alarm_after_a_slot_restart_with_the_same_equipment_and_code_is_answered() {
     let _serial = common::serial();
-    if !cfg!(feature = "fault-injection") {
-        panic!("build with --features fault-injection (deploy/test.sh does)");
-    }
+    require_fault_injection();
     let broker = Broker::start();
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(
@@ -296,8 +258,10 @@ async fn alarm_after_a_slot_restart_with_the_same_equipment_and_code_is_answered
         &fast_watchdog(3.0, 30.0, 5.0),
     );
     let mut c = Client::connect(broker.port, "again", "again-client").await;
-    let d = Daemon::start(&cfg, &[("TIDEWATCH_FAULT", "stall-after:4")]);
-    assert!(d.wait_log("tidewatch ready", T), "{}", d.log());
+    let d = Daemon::launch(&cfg)
+        .fault("stall-after:4")
+        .within(T)
+        .ready();
     let first = c
         .ask(
             "again",
@@ -342,10 +306,10 @@ async fn alarm_after_a_slot_restart_with_the_same_equipment_and_code_is_answered
     }
 }
 
-/// Issue I, from a code read: SIGTERM during a decode exited with the slot
-/// thread still inside llama_decode (racing llama.cpp's teardown). The slot is
-/// now cancelled and joined first. Issue L item 8: the cancelled alarm stays
-/// unacknowledged, so the next start answers it.
+/// SIGTERM during a decode cancels the slot and joins its thread before the
+/// process exits (it once exited with the thread still inside llama_decode,
+/// racing llama.cpp's teardown); the cancelled alarm stays unacknowledged, so
+/// the next start answers it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_mid_generation_cancels_and_joins_the_slot_thread_before_exit() {
     let _serial = common::serial();
@@ -353,8 +317,7 @@ async fn sigterm_mid_generation_cancels_and_joins_the_slot_thread_before_exit() 
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), broker.port, "term", "max_tokens = 400", "");
     let mut c = Client::connect(broker.port, "term", "term-client").await;
-    let mut d = Daemon::start(&cfg, &[]);
-    assert!(d.wait_log("tidewatch ready", T), "{}", d.log());
+    let mut d = Daemon::launch(&cfg).within(T).ready();
     c.publish(
         "term/alarm/ME1",
         alarm(
@@ -412,9 +375,7 @@ async fn sigterm_mid_generation_cancels_and_joins_the_slot_thread_before_exit() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_with_a_wedged_slot_thread_exits_after_the_hard_timeout() {
     let _serial = common::serial();
-    if !cfg!(feature = "fault-injection") {
-        panic!("build with --features fault-injection (deploy/test.sh does)");
-    }
+    require_fault_injection();
     let broker = Broker::start();
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(
@@ -424,9 +385,11 @@ async fn sigterm_with_a_wedged_slot_thread_exits_after_the_hard_timeout() {
         "",
         &fast_watchdog(30.0, 60.0, 3.0),
     );
-    let mut d = Daemon::start(&cfg, &[("TIDEWATCH_FAULT", "native-stall")]);
-    assert!(d.wait_log("native-stall", T), "{}", d.log());
-    assert!(d.wait_log("tidewatch ready", T), "{}", d.log());
+    let mut d = Daemon::launch(&cfg)
+        .fault("native-stall")
+        .first_log("native-stall")
+        .within(T)
+        .ready();
     let t = Instant::now();
     d.signal(nix::sys::signal::Signal::SIGTERM);
     let status = d
