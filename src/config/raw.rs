@@ -278,9 +278,11 @@ fn default_summary() -> String {
     "last".into()
 }
 
-/// Set by measurement (README, "Chosen answers, measured").
+/// Set by measurement (README, "Chosen answers, measured"): on 24 eval
+/// alarms with the stand-in, heads of 2 tokens chose the same causes as
+/// heads of 6 (recall 0.967 both) and fed 34 tokens per answer instead of 57.
 fn default_item_tokens() -> u32 {
-    6
+    2
 }
 
 fn default_passage_items() -> u32 {
