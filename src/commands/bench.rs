@@ -10,9 +10,9 @@ use crate::cli::BenchArgs;
 use crate::config::Config;
 
 pub fn bench_retrieval(a: &BenchArgs) -> Result<(), CommandError> {
-    let cases = crate::eval::load_cases(&a.cases)?;
+    let cases = crate::measure::eval::load_cases(&a.cases)?;
     let work = std::env::temp_dir().join(format!("tidewatch-bench-{}", std::process::id()));
-    let r = crate::bench::retrieval(&a.knowledge, &cases, a.passages, &work);
+    let r = crate::measure::bench::retrieval(&a.knowledge, &cases, a.passages, &work);
     let _ = std::fs::remove_dir_all(&work);
     let r = r?;
     let mut out = std::io::stdout().lock();
@@ -28,7 +28,7 @@ pub fn bench_retrieval(a: &BenchArgs) -> Result<(), CommandError> {
     Ok(())
 }
 
-fn cartesian(a: &BenchArgs, cfg: &Config) -> Vec<crate::bench::Combo> {
+fn cartesian(a: &BenchArgs, cfg: &Config) -> Vec<crate::measure::bench::Combo> {
     let or = |v: &Vec<u32>, d: u32| if v.is_empty() { vec![d] } else { v.clone() };
     let models = if a.model.is_empty() {
         vec![cfg.llm.model.clone()]
@@ -40,7 +40,7 @@ fn cartesian(a: &BenchArgs, cfg: &Config) -> Vec<crate::bench::Combo> {
         for t in or(&a.threads, cfg.llm.threads) {
             for b in or(&a.batch, cfg.llm.batch) {
                 for c in or(&a.ctx, cfg.llm.ctx) {
-                    out.push(crate::bench::Combo {
+                    out.push(crate::measure::bench::Combo {
                         model: m.clone(),
                         threads: t,
                         batch: b,
@@ -59,13 +59,13 @@ fn cartesian(a: &BenchArgs, cfg: &Config) -> Vec<crate::bench::Combo> {
 }
 
 fn budget_mib(a: &BenchArgs) -> Result<f64, CommandError> {
-    let total = crate::bench::parse_mib(&a.memory_budget).ok_or_else(|| {
+    let total = crate::measure::bench::parse_mib(&a.memory_budget).ok_or_else(|| {
         CommandError::Usage(format!(
             "--memory-budget must look like 4G or 3500M, got {:?}",
             a.memory_budget
         ))
     })?;
-    let reserve = crate::bench::parse_mib(&a.os_reserve).ok_or_else(|| {
+    let reserve = crate::measure::bench::parse_mib(&a.os_reserve).ok_or_else(|| {
         CommandError::Usage(format!(
             "--os-reserve must look like 1G or 800M, got {:?}",
             a.os_reserve
@@ -76,14 +76,14 @@ fn budget_mib(a: &BenchArgs) -> Result<f64, CommandError> {
 
 /// The child side: one combination, JSON on stdout.
 pub async fn bench_worker(cfg: Config, a: &BenchArgs, spec: &str) -> Result<(), CommandError> {
-    let combo: crate::bench::Combo = serde_json::from_str(spec)
+    let combo: crate::measure::bench::Combo = serde_json::from_str(spec)
         .map_err(|e| CommandError::Usage(format!("bad --worker spec: {e}")))?;
     let cases = if combo.rag_cases > 0 {
-        crate::eval::load_cases(&a.cases)?
+        crate::measure::eval::load_cases(&a.cases)?
     } else {
         Vec::new()
     };
-    let r = crate::bench::worker(&cfg, &combo, &cases, budget_mib(a)?).await?;
+    let r = crate::measure::bench::worker(&cfg, &combo, &cases, budget_mib(a)?).await?;
     writeln!(
         std::io::stdout().lock(),
         "{}",
@@ -103,7 +103,7 @@ pub fn bench_models(
     let cfg_text = std::fs::read_to_string(cfg_path)
         .map_err(|e| CommandError::Usage(format!("config {}: {e}", cfg_path.display())))?;
     for c in &combos {
-        crate::bench::check_configurable(&cfg_text, cfg_path, c)?;
+        crate::measure::bench::check_configurable(&cfg_text, cfg_path, c)?;
     }
     let exe = std::env::current_exe()?;
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -144,12 +144,14 @@ pub fn bench_models(
                 .find(|l| !l.trim().is_empty())
                 .unwrap_or("")
                 .to_string();
-            return Err(crate::bench::BenchError::Worker { what, reason: last }.into());
+            return Err(crate::measure::bench::BenchError::Worker { what, reason: last }.into());
         }
-        let r: crate::bench::ComboResult =
-            serde_json::from_slice(&out.stdout).map_err(|e| crate::bench::BenchError::Worker {
-                what: what.clone(),
-                reason: e.to_string(),
+        let r: crate::measure::bench::ComboResult =
+            serde_json::from_slice(&out.stdout).map_err(|e| {
+                crate::measure::bench::BenchError::Worker {
+                    what: what.clone(),
+                    reason: e.to_string(),
+                }
             })?;
         results.push(r);
     }
@@ -180,19 +182,19 @@ pub fn bench_models(
                 .stderr(std::process::Stdio::inherit())
                 .output()?;
             let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
-                crate::bench::BenchError::Worker {
+                crate::measure::bench::BenchError::Worker {
                     what: format!("eval of {}", c.model.display()),
                     reason: e.to_string(),
                 }
             })?;
             // Accuracy: the share of alarms answered in full, validly, naming
             // an expected cause (degraded answers are the manuals' text).
-            let a = v["accuracy"]
-                .as_f64()
-                .ok_or_else(|| crate::bench::BenchError::Worker {
+            let a = v["accuracy"].as_f64().ok_or_else(|| {
+                crate::measure::bench::BenchError::Worker {
                     what: format!("eval of {}", c.model.display()),
                     reason: "its report has no accuracy".into(),
-                })?;
+                }
+            })?;
             acc.insert(c.model.clone(), a);
         }
         for r in &mut results {
@@ -206,7 +208,7 @@ pub fn bench_models(
                 })
                 .and_then(|c| acc.get(&c.model).copied());
         }
-        decision = Some(crate::bench::decide(&results, a.margin));
+        decision = Some(crate::measure::bench::decide(&results, a.margin));
     }
     if let Some(path) = &a.json_to {
         let text = serde_json::to_string_pretty(&results).unwrap_or_default();
@@ -229,7 +231,7 @@ pub fn bench_models(
         }
         return check_overhead(&results, a.max_overhead);
     }
-    write!(out, "{}", crate::bench::table(&results))?;
+    write!(out, "{}", crate::measure::bench::table(&results))?;
     for r in &results {
         match r.gen_overhead {
             Some(o) => writeln!(
@@ -255,12 +257,12 @@ pub fn bench_models(
 }
 
 fn check_overhead(
-    results: &[crate::bench::ComboResult],
+    results: &[crate::measure::bench::ComboResult],
     max: Option<f64>,
 ) -> Result<(), CommandError> {
-    use crate::bench::OverheadFault;
+    use crate::measure::bench::OverheadFault;
     let Some(max) = max else { return Ok(()) };
-    let Some((r, fault)) = crate::bench::over_overhead(results, max) else {
+    let Some((r, fault)) = crate::measure::bench::over_overhead(results, max) else {
         return Ok(());
     };
     let model = r.model.clone();

@@ -23,9 +23,9 @@ pub enum CommandError {
     #[error("alarm file {path}: {reason}")]
     Alarm { path: PathBuf, reason: String },
     #[error(transparent)]
-    Eval(#[from] crate::eval::EvalError),
+    Eval(#[from] crate::measure::eval::EvalError),
     #[error(transparent)]
-    Bench(#[from] crate::bench::BenchError),
+    Bench(#[from] crate::measure::bench::BenchError),
     #[error("{0}")]
     Usage(String),
     #[error("{model}: daemon jobs take {overhead:.1}% longer than llama.cpp's own decode time (llama_perf), over the --max-overhead {max}%")]

@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::delivery::Key;
-use crate::journal;
+use super::delivery::Key;
+use super::journal;
 
 const FILE_MAGIC: &[u8; 4] = b"TWIB";
 const FILE_VERSION: u32 = 1;

@@ -16,7 +16,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
-use crate::eval::{percentile, Case};
+use crate::measure::eval::{percentile, Case};
 use crate::retrieval::{index, knowledge, Index};
 
 #[derive(Debug, thiserror::Error)]
@@ -24,7 +24,7 @@ pub enum BenchError {
     #[error(transparent)]
     Index(#[from] crate::retrieval::IndexError),
     #[error(transparent)]
-    Eval(#[from] crate::eval::EvalError),
+    Eval(#[from] crate::measure::eval::EvalError),
     #[error(transparent)]
     Daemon(#[from] crate::daemon::DaemonError),
     #[error("bench worker for {what} failed: {reason}")]
@@ -113,7 +113,7 @@ pub fn retrieval(
     let mut lat = Vec::new();
     for round in 0..(1000 / cases.len().max(1)).max(1) {
         for c in cases {
-            let q = crate::eval::query_for(&c.alarm);
+            let q = crate::measure::eval::query_for(&c.alarm);
             let t = Instant::now();
             let hits = idx.search(&q, 3)?;
             lat.push(t.elapsed().as_secs_f64() * 1e6);
@@ -193,7 +193,7 @@ pub struct ComboResult {
     pub accuracy: Option<f64>,
     /// `--speculation`: the RAG prompts with lookup off and on.
     #[serde(default)]
-    pub speculation: Option<crate::eval_speed::SpecReport>,
+    pub speculation: Option<crate::measure::speculation::SpecReport>,
 }
 
 /// Samples RssAnon and RssFile of this process every 20 ms and keeps the peaks.
@@ -363,7 +363,8 @@ pub async fn worker(
         }
     };
     let info = pipeline.model.info.clone();
-    let (mut ttft, mut latency, mut overhead) = (crate::ttft::TtftStats::default(), None, None);
+    let (mut ttft, mut latency, mut overhead) =
+        (crate::measure::ttft::TtftStats::default(), None, None);
     let mut split: Option<(f64, f64)> = None;
     let mut spec = None;
     if c.rag_cases > 0 && !cases.is_empty() {
@@ -377,7 +378,7 @@ pub async fn worker(
         let style = crate::llm::Style::Schema;
         for case in cases.iter().take(c.rag_cases.max(1)) {
             slot.keep_cache(0).await;
-            let cold = crate::eval::probe_ttft(&pipeline, slot, &case.alarm, style).await;
+            let cold = crate::measure::eval::probe_ttft(&pipeline, slot, &case.alarm, style).await;
             slot.keep_cache(prefix_tokens).await;
             let t = Instant::now();
             let tr = pipeline.diagnose_traced(slot, &case.alarm, style).await;
@@ -388,13 +389,13 @@ pub async fn worker(
                 wall += o.total_ms;
                 llama += o.llama_decode_ms;
             }
-            probes.push(crate::ttft::CaseProbes {
+            probes.push(crate::measure::ttft::CaseProbes {
                 cold,
-                prefix: crate::ttft::Probe::of(tr.first.as_ref().map(|o| o.ttft_ms)),
-                repeat: crate::ttft::Probe::Skipped,
+                prefix: crate::measure::ttft::Probe::of(tr.first.as_ref().map(|o| o.ttft_ms)),
+                repeat: crate::measure::ttft::Probe::Skipped,
             });
         }
-        ttft = crate::ttft::stats(&probes);
+        ttft = crate::measure::ttft::stats(&probes);
         latency = (!lats.is_empty()).then(|| lats.iter().sum::<f64>() / lats.len() as f64);
         let n = lats.len() as f64;
         split = (!lats.is_empty()).then_some((chosen / n, fed / n));
@@ -404,10 +405,12 @@ pub async fn worker(
                 .cfg
                 .llm
                 .lookup
-                .unwrap_or(crate::eval_speed::DEFAULT_LOOKUP);
+                .unwrap_or(crate::measure::speculation::DEFAULT_LOOKUP);
             let picked = &cases[..c.rag_cases.min(cases.len())];
-            spec =
-                Some(crate::eval_speed::run_spec(&pipeline, slot, picked, 1, lookup, false).await);
+            spec = Some(
+                crate::measure::speculation::run_spec(&pipeline, slot, picked, 1, lookup, false)
+                    .await,
+            );
         }
     }
     crate::daemon::stop_slots(slots, hard).await;
@@ -695,7 +698,7 @@ mod tests {
         let plain = table(&[r("a", 100.0, 0.5, true)]);
         assert!(!plain.contains("Speculative decoding"));
         let mut m = r("a", 100.0, 0.5, true);
-        m.speculation = Some(crate::eval_speed::SpecReport {
+        m.speculation = Some(crate::measure::speculation::SpecReport {
             cases: 3,
             gen_ms_off_p50: 8200.0,
             gen_ms_on_p50: 8759.0,

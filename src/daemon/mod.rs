@@ -16,6 +16,15 @@
 //! alarms are left unacknowledged so the broker redelivers them to the next
 //! start, and the slot threads are cancelled and joined before exit.
 
+pub mod delivery;
+pub mod inbox;
+pub mod journal;
+pub mod mqtt;
+pub mod outbox;
+pub mod queue;
+pub mod reload;
+pub mod systemd;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -28,16 +37,16 @@ use tokio_util::task::TaskTracker;
 
 use crate::alarm::{self, Alarm};
 use crate::config::Config;
-use crate::delivery::{Delivery, Key, Output, Receipt, Settings};
 use crate::diagnosis::Diagnosis;
-use crate::inbox::Inbox;
 use crate::llm::{Model, Slot, SlotSettings};
-use crate::mqtt::{self, Inbound, PollerTx, Topics};
-use crate::outbox::Outbox;
 use crate::pipeline::{Counters, Pipeline};
-use crate::queue::{Offer, Scheduler};
 use crate::retrieval::{Index, LiveIndex};
-use crate::systemd::{self, Notifier};
+use delivery::{Delivery, Key, Output, Receipt, Settings};
+use inbox::Inbox;
+use mqtt::{Inbound, PollerTx, Topics};
+use outbox::Outbox;
+use queue::{Offer, Scheduler};
+use systemd::Notifier;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -230,8 +239,8 @@ pub async fn run(
         &mqtt_turned,
         &cancel,
     );
-    tracker.spawn(crate::reload::run(
-        crate::reload::Reloader {
+    tracker.spawn(reload::run(
+        reload::Reloader {
             path: cfg.knowledge.index.clone(),
             index: shared.pipeline.index.clone(),
             notifier: notifier.clone(),
@@ -277,7 +286,7 @@ fn open_outbox(cfg: &Config) -> Outbox {
     } else if report.upgraded {
         tracing::info!("outbox rewritten in the current format");
     }
-    if report.remembered < crate::outbox::CACHE_ENTRIES {
+    if report.remembered < outbox::CACHE_ENTRIES {
         tracing::info!(
             remembered = report.remembered,
             max_bytes = cfg.outbox.max_bytes,
@@ -508,7 +517,7 @@ impl Hub {
         notifier: Arc<Notifier>,
     ) -> Self {
         let mut delivery = Delivery::new(Settings {
-            remembered: crate::outbox::CACHE_ENTRIES,
+            remembered: outbox::CACHE_ENTRIES,
             ..Settings::default()
         });
         delivery.restore(
@@ -597,7 +606,7 @@ impl Hub {
         let Some(inbox) = &self.inbox else {
             return;
         };
-        let held: Vec<crate::inbox::Held> = inbox.held().cloned().collect();
+        let held: Vec<inbox::Held> = inbox.held().cloned().collect();
         let (mut again, mut answered) = (0usize, Vec::new());
         for h in held {
             if !self.delivery.restore_journaled(h.key) {
@@ -811,7 +820,7 @@ impl Hub {
     /// (see `delivery`). At error level on the first refusal and then at
     /// doubling counts, so a long-standing ACL mistake does not flood the
     /// journal; the status counts them all along.
-    fn log_refusal(&self, r: crate::delivery::Refusal, reason: &str) {
+    fn log_refusal(&self, r: delivery::Refusal, reason: &str) {
         let (topic, alarm_id) = self
             .outbox
             .get(r.seq)

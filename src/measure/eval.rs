@@ -578,7 +578,7 @@ pub struct FullReport {
     /// prefix hit (every case) and repeated at once with a new value; medians
     /// over the probes that succeeded, and how many failed.
     #[serde(flatten)]
-    pub ttft: crate::ttft::TtftStats,
+    pub ttft: crate::measure::ttft::TtftStats,
     pub latency_ms_p50: f64,
     pub latency_ms_p90: f64,
     pub latency_ms_p99: f64,
@@ -682,8 +682,8 @@ pub async fn probe_ttft(
     slot: &mut crate::llm::Slot,
     alarm: &Alarm,
     style: crate::llm::Style,
-) -> crate::ttft::Probe {
-    use crate::ttft::Probe;
+) -> crate::measure::ttft::Probe {
+    use crate::measure::ttft::Probe;
     if !matches!(style, crate::llm::Style::Schema) {
         let tr = pipeline.diagnose_traced(slot, alarm, style).await;
         return Probe::of(tr.first.as_ref().map(|o| o.ttft_ms));
@@ -717,7 +717,7 @@ pub async fn run_full(
     style: crate::llm::Style,
     progress: bool,
 ) -> FullReport {
-    use crate::ttft::{CaseProbes, Probe};
+    use crate::measure::ttft::{CaseProbes, Probe};
     let n = cases.len().max(1) as f64;
     let (mut empty, mut hit3) = (0, 0);
     let (mut prompt, mut gen, mut lat, mut tps) = (vec![], vec![], vec![], vec![]);
@@ -796,7 +796,7 @@ pub async fn run_full(
         prompt_tokens_max: prompt.last().copied().unwrap_or(0.0),
         generated_tokens_mean: gen.iter().sum::<f64>() / gen.len().max(1) as f64,
         prefix_tokens,
-        ttft: crate::ttft::stats(&probes),
+        ttft: crate::measure::ttft::stats(&probes),
         latency_ms_p50: percentile(&lat, 0.5),
         latency_ms_p90: percentile(&lat, 0.9),
         latency_ms_p99: percentile(&lat, 0.99),

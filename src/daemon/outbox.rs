@@ -32,8 +32,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::delivery::Key;
-use crate::journal::{self, u32_at};
+use super::delivery::Key;
+use super::journal::{self, u32_at};
 
 /// Delivered alarms remembered across restarts, at most (see
 /// `remembered_within`).

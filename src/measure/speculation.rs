@@ -8,9 +8,9 @@
 
 use serde::Serialize;
 
-use crate::eval::{first_token as probe, keyword_hits, percentile, Case};
 use crate::llm::lookup::Lookup;
 use crate::llm::Step;
+use crate::measure::eval::{first_token as probe, keyword_hits, percentile, Case};
 use crate::pipeline::{Pipeline, Trace};
 
 /// What `eval --speculation` and `bench --speculation` compare against when

@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use crate::eval::percentile;
+use crate::measure::eval::percentile;
 
 /// One TTFT measurement, or why there is none.
 #[derive(Debug, Clone, Copy, PartialEq)]
