@@ -32,6 +32,7 @@ pub mod daemon;
 pub mod diagnosis;
 pub mod grounding;
 pub mod llm;
+pub mod load;
 pub mod logging;
 pub mod measure;
 pub mod pipeline;

@@ -42,8 +42,8 @@ pub fn check_config(cfg: &Config, offline: bool) -> Result<(), CommandError> {
         idx.n_passages(),
         idx.byte_len()
     )?;
-    let model = crate::llm::Model::load(&cfg.llm.model, &cfg.llm)
-        .map_err(crate::daemon::DaemonError::from)?;
+    let model =
+        crate::llm::Model::load(&cfg.llm.model, &cfg.llm).map_err(crate::load::LoadError::from)?;
     let i = &model.info;
     writeln!(
         out,

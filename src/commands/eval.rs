@@ -86,7 +86,7 @@ pub async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandE
     if let Some(n) = summary_tokens {
         cfg.llm.summary_tokens = n;
     }
-    let (pipeline, mut slots) = crate::daemon::load_pipeline(cfg, false).await?;
+    let (pipeline, mut slots) = crate::load::pipeline(cfg, false).await?;
     if prompts {
         let r = crate::measure::eval::run_prompts(&pipeline, &cs);
         return print_report(&r, json);

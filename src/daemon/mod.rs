@@ -38,9 +38,10 @@ use tokio_util::task::TaskTracker;
 use crate::alarm::{self, Alarm};
 use crate::config::Config;
 use crate::diagnosis::Diagnosis;
-use crate::llm::{Model, Slot, SlotSettings};
-use crate::pipeline::{Counters, Pipeline};
-use crate::retrieval::{Index, LiveIndex};
+use crate::llm::Slot;
+use crate::load::{self, LoadError};
+use crate::pipeline::Pipeline;
+use crate::retrieval::LiveIndex;
 use delivery::{Delivery, Key, Output, Receipt, Settings};
 use inbox::Inbox;
 use mqtt::{Inbound, PollerTx, Topics};
@@ -51,9 +52,7 @@ use systemd::Notifier;
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
     #[error(transparent)]
-    Index(#[from] crate::retrieval::IndexError),
-    #[error(transparent)]
-    Llm(#[from] crate::llm::LlmError),
+    Load(#[from] LoadError),
     #[error(transparent)]
     Mqtt(#[from] mqtt::MqttError),
     #[error("state_dir {path}: {source}")]
@@ -64,96 +63,14 @@ pub enum DaemonError {
 }
 
 impl DaemonError {
-    /// True when a restart cannot fix it: a missing or damaged index, a
-    /// model that does not load, unreadable TLS files (exit status 78).
+    /// True when a restart cannot fix it: what `LoadError::is_config` says,
+    /// or unreadable TLS files (exit status 78).
     pub fn is_config(&self) -> bool {
-        matches!(
-            self,
-            DaemonError::Index(_)
-                | DaemonError::Llm(crate::llm::LlmError::Load { .. })
-                | DaemonError::Mqtt(mqtt::MqttError::Tls { .. })
-        )
-    }
-}
-
-/// Loads the index and the model and starts `n` slots. Shared by `run`,
-/// `diagnose` and `eval`. With `warm`, each slot starts with the static
-/// prompt prefix in its KV cache, restored from (or saved to) `state_dir/kv`;
-/// `eval` goes without, to measure a cold start.
-pub async fn load(
-    cfg: &Config,
-    warm: bool,
-) -> Result<(Arc<Index>, Arc<Model>, Vec<Slot>, Arc<Counters>), DaemonError> {
-    let index = Arc::new(Index::open(&cfg.knowledge.index)?);
-    let model_path = cfg.llm.model.clone();
-    let llm_cfg = cfg.llm.clone();
-    let model = tokio::task::spawn_blocking(move || Model::load(&model_path, &llm_cfg))
-        .await
-        .map_err(|e| crate::llm::LlmError::Load {
-            path: cfg.llm.model.display().to_string(),
-            reason: e.to_string(),
-        })??;
-    let model = Arc::new(model);
-    let counters = Arc::new(Counters::default());
-    let settings = SlotSettings {
-        ctx: cfg.llm.ctx,
-        batch: cfg.llm.batch,
-        threads: cfg.llm.threads,
-        cpus: cfg.llm.cpus.clone(),
-        prefix: if warm {
-            Some(crate::llm::PrefixSpec {
-                text: model.static_prefix()?,
-                dir: Some(cfg.state_dir.join("kv")),
-                model_key: model.info.key.clone(),
-            })
-        } else {
-            None
-        },
-        // The budget is for the process; each slot keeps its own share.
-        prompt_cache_bytes: (cfg.llm.prompt_cache_mib as usize) * (1 << 20)
-            / cfg.llm.slots.max(1) as usize,
-        verify_rows: cfg
-            .llm
-            .lookup
-            .map_or(0, |l| crate::llm::slot::verify_rows(l.draft_max)),
-    };
-    let mut slots = Vec::new();
-    for i in 0..cfg.llm.slots as usize {
-        match Slot::start(
-            i,
-            model.model.clone(),
-            settings.clone(),
-            counters.slots.clone(),
-        )
-        .await
-        {
-            Ok(s) => slots.push(s),
-            Err(e) => {
-                stop_slots(slots, cfg.watchdog.hard_timeout).await;
-                return Err(e.into());
-            }
+        match self {
+            DaemonError::Load(e) => e.is_config(),
+            DaemonError::Mqtt(e) => matches!(e, mqtt::MqttError::Tls { .. }),
+            DaemonError::StateDir { .. } => false,
         }
-    }
-    Ok((index, model, slots, counters))
-}
-
-/// `load`, assembled into a pipeline: what the one-shot commands need.
-pub async fn load_pipeline(cfg: Config, warm: bool) -> Result<(Pipeline, Vec<Slot>), DaemonError> {
-    let (index, model, slots, counters) = load(&cfg, warm).await?;
-    let pipeline = Pipeline {
-        index: Arc::new(LiveIndex::new(index)),
-        model,
-        cfg: Arc::new(cfg),
-        counters,
-    };
-    Ok((pipeline, slots))
-}
-
-/// Cancels and joins slot threads, each within `hard`: a thread still inside
-/// llama_decode when the process exits races llama.cpp's teardown.
-pub async fn stop_slots(slots: Vec<Slot>, hard: Duration) {
-    for slot in slots {
-        slot.stop(hard).await;
     }
 }
 
@@ -200,7 +117,7 @@ pub async fn run(
     let outbox = open_outbox(&cfg);
     let inbox = open_inbox(&cfg);
     notifier.status("loading model and index");
-    let (index, model, slots, counters) = load(&cfg, true).await?;
+    let (index, model, slots, counters) = load::model_and_index(&cfg, true).await?;
     tracing::info!(
         model = %model.info.name,
         arch = %model.info.architecture,
@@ -448,7 +365,7 @@ async fn shutdown(
             slots.push(slot);
         }
     }
-    stop_slots(slots, hard).await;
+    load::stop_slots(slots, hard).await;
     tracing::info!("slot threads stopped");
 }
 

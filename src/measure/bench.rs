@@ -26,7 +26,7 @@ pub enum BenchError {
     #[error(transparent)]
     Eval(#[from] crate::measure::eval::EvalError),
     #[error(transparent)]
-    Daemon(#[from] crate::daemon::DaemonError),
+    Load(#[from] crate::load::LoadError),
     #[error("bench worker for {what} failed: {reason}")]
     Worker { what: String, reason: String },
     // The config error is the source, printed after this by the error chain.
@@ -348,7 +348,7 @@ pub async fn worker(
     let t = Instant::now();
     // The daemon's own loader (index, model, one slot), so what is measured
     // is what `run` starts; cold, without the saved prefix, so TTFT compares.
-    let (pipeline, mut slots) = crate::daemon::load_pipeline(run, false).await?;
+    let (pipeline, mut slots) = crate::load::pipeline(run, false).await?;
     let load_ms = t.elapsed().as_secs_f64() * 1e3;
     let model = pipeline.model.model.clone();
     let c2 = c.clone();
@@ -358,7 +358,7 @@ pub async fn worker(
     let ((pp, pp_sd), (tg, tg_sd)) = match measured {
         Ok(Ok(m)) => m,
         Ok(Err(e)) | Err(e) => {
-            crate::daemon::stop_slots(slots, hard).await;
+            crate::load::stop_slots(slots, hard).await;
             return Err(e);
         }
     };
@@ -413,7 +413,7 @@ pub async fn worker(
             );
         }
     }
-    crate::daemon::stop_slots(slots, hard).await;
+    crate::load::stop_slots(slots, hard).await;
     let (anon, file, hwm) = rss.finish();
     let peak = hwm.max(anon + file);
     Ok(ComboResult {
