@@ -16,7 +16,8 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
-use crate::measure::eval::{percentile, Case};
+use crate::measure::eval::Case;
+use crate::measure::stats::{self, mean_sd, percentile, MeanSd};
 use crate::retrieval::{index, knowledge, Index};
 
 #[derive(Debug, thiserror::Error)]
@@ -204,18 +205,6 @@ struct RssSampler {
     handle: Option<std::thread::JoinHandle<()>>,
 }
 
-fn rss_kib() -> (u64, u64, u64) {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |k: &str| {
-        s.lines()
-            .find(|l| l.starts_with(k))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
-    (field("RssAnon:"), field("RssFile:"), field("VmHWM:"))
-}
-
 impl RssSampler {
     fn start() -> Self {
         let stop = Arc::new(AtomicBool::new(false));
@@ -224,9 +213,9 @@ impl RssSampler {
         let (s, a, f) = (stop.clone(), anon.clone(), file.clone());
         let handle = std::thread::spawn(move || {
             while !s.load(Ordering::Relaxed) {
-                let (ra, rf, _) = rss_kib();
-                a.fetch_max(ra, Ordering::Relaxed);
-                f.fetch_max(rf, Ordering::Relaxed);
+                let now = stats::rss();
+                a.fetch_max(now.anon_kib, Ordering::Relaxed);
+                f.fetch_max(now.file_kib, Ordering::Relaxed);
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
         });
@@ -243,21 +232,11 @@ impl RssSampler {
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
-        let (ra, rf, hwm) = rss_kib();
-        let a = self.anon.load(Ordering::Relaxed).max(ra);
-        let f = self.file.load(Ordering::Relaxed).max(rf);
-        (a as f64 / 1024.0, f as f64 / 1024.0, hwm as f64 / 1024.0)
+        let now = stats::rss();
+        let a = self.anon.load(Ordering::Relaxed).max(now.anon_kib);
+        let f = self.file.load(Ordering::Relaxed).max(now.file_kib);
+        (stats::mib(a), stats::mib(f), stats::mib(now.peak_kib))
     }
-}
-
-/// Mean and standard deviation of repeated runs.
-type MeanSd = (f64, f64);
-
-fn mean_sd(v: &[f64]) -> MeanSd {
-    let n = v.len().max(1) as f64;
-    let m = v.iter().sum::<f64>() / n;
-    let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / n;
-    (m, var.sqrt())
 }
 
 /// Measures pp and tg the way llama-bench does: random tokens, a warm-up run,
@@ -328,7 +307,8 @@ fn throughput(
     Ok((mean_sd(&pp_runs), mean_sd(&tg_runs)))
 }
 
-/// Runs one configuration in this process (the child side of `run_combo`).
+/// Runs one configuration in this process: the `--worker` child that
+/// `commands::bench` starts for each combination.
 pub async fn worker(
     cfg: &Config,
     c: &Combo,
@@ -396,7 +376,7 @@ pub async fn worker(
             });
         }
         ttft = crate::measure::ttft::stats(&probes);
-        latency = (!lats.is_empty()).then(|| lats.iter().sum::<f64>() / lats.len() as f64);
+        latency = stats::mean(&lats);
         let n = lats.len() as f64;
         split = (!lats.is_empty()).then_some((chosen / n, fed / n));
         overhead = (llama > 0.0).then(|| wall / llama - 1.0);

@@ -10,6 +10,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::alarm::Alarm;
+use crate::measure::stats::percentile;
 use crate::retrieval::{Hit, Index, Query};
 
 #[derive(Debug, thiserror::Error)]
@@ -109,14 +110,6 @@ pub struct RetrievalReport {
     pub p50_us: f64,
     pub p99_us: f64,
     pub per_class: BTreeMap<String, ClassStats>,
-}
-
-pub fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
 }
 
 pub fn run_retrieval(index: &Index, cases: &[Case]) -> Result<RetrievalReport, EvalError> {
@@ -522,13 +515,6 @@ mod tests {
         assert!(!has_filler(
             "Lube oil pressure low: filter choked or pump worn."
         ));
-    }
-
-    #[test]
-    fn percentiles_pick_from_sorted_samples() {
-        let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(percentile(&v, 0.5), 51.0);
-        assert_eq!(percentile(&v, 0.99), 99.0);
     }
 }
 
