@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::diagnosis::ListKind;
 use index::RawIndex;
+use knowledge::ListKind;
 pub use live::LiveIndex;
 use tokenize::{has_cjk, terms};
 
