@@ -35,7 +35,7 @@ use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::alarm::{self, Alarm};
+use crate::alarm::{self, Alarm, Topics};
 use crate::config::Config;
 use crate::diagnosis::Diagnosis;
 use crate::llm::Slot;
@@ -44,7 +44,7 @@ use crate::pipeline::Pipeline;
 use crate::retrieval::LiveIndex;
 use delivery::{Delivery, Key, Output, Receipt, Settings};
 use inbox::Inbox;
-use mqtt::{Inbound, PollerTx, Topics};
+use mqtt::{Inbound, PollerTx};
 use outbox::Outbox;
 use queue::{Offer, Scheduler};
 use systemd::Notifier;

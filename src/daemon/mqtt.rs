@@ -1,4 +1,4 @@
-//! MQTT: client options, topic names, and the task that owns the event loop.
+//! MQTT: client options and the task that owns the event loop.
 //!
 //! The daemon speaks MQTT 5 (rumqttc's `v5` client): under 3.1.1 a broker
 //! answers a publish its ACL denies with an ordinary PUBACK, so a diagnosis
@@ -22,6 +22,7 @@ use rumqttc::{Outgoing, Transport};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::alarm::Topics;
 use crate::config::MqttConfig;
 
 #[derive(Debug, thiserror::Error)]
@@ -34,27 +35,6 @@ pub enum MqttError {
     /// nothing here resends it, so only the topic is kept.
     #[error("mqtt client queue is full or closed; publish to {topic} not queued")]
     ClientQueue { topic: String },
-}
-
-/// Topic names derived from `mqtt.topic_prefix`.
-#[derive(Debug, Clone)]
-pub struct Topics {
-    pub prefix: String,
-}
-
-impl Topics {
-    pub fn alarms(&self) -> String {
-        format!("{}/alarm/+", self.prefix)
-    }
-    pub fn diagnosis(&self, equipment: &str) -> String {
-        format!("{}/diagnosis/{equipment}", self.prefix)
-    }
-    pub fn error(&self) -> String {
-        format!("{}/error", self.prefix)
-    }
-    pub fn status(&self) -> String {
-        format!("{}/status", self.prefix)
-    }
 }
 
 /// Largest packet the daemon reads, announced to the broker in CONNECT
@@ -526,15 +506,5 @@ mod tests {
         assert_eq!(backoff(10, 0.0), Duration::from_millis(8_000));
         assert_eq!(backoff(10, 1.0), Duration::from_millis(10_000));
         assert!(backoff(3, 0.5) > backoff(3, 0.0));
-    }
-
-    #[test]
-    fn topics_follow_the_prefix() {
-        let t = Topics {
-            prefix: "tw".into(),
-        };
-        assert_eq!(t.alarms(), "tw/alarm/+");
-        assert_eq!(t.diagnosis("ME1"), "tw/diagnosis/ME1");
-        assert_eq!(t.status(), "tw/status");
     }
 }
