@@ -30,6 +30,7 @@ pub mod config;
 pub mod crash;
 pub mod daemon;
 pub mod diagnosis;
+pub mod durable;
 pub mod grounding;
 pub mod llm;
 pub mod load;

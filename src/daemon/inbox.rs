@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::delivery::Key;
 use super::journal;
+use crate::durable::{self, Access};
 
 const FILE_MAGIC: &[u8; 4] = b"TWIB";
 const FILE_VERSION: u32 = 1;
@@ -262,7 +263,7 @@ impl Inbox {
                 },
             ));
         }
-        journal::write_atomic(&self.path, &out).map_err(self.io())?;
+        durable::write_atomic(&self.path, &out, Access::Private).map_err(self.io())?;
         self.file = journal::open_rw(&self.path).map_err(self.io())?;
         self.size = out.len() as u64;
         self.dirty = false;

@@ -316,7 +316,7 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
     #[cfg(test)]
     tests::DIR_SYNCS.with(|s| s.borrow_mut().push(dir.to_path_buf()));
     fault(Step::DirSync)?;
-    File::open(dir)?.sync_all()
+    crate::durable::sync_dir(dir)
 }
 
 /// The disk operations a unit test can make fail, as a failing disk would
@@ -769,6 +769,7 @@ fn same_file(f: &File, path: &Path) -> bool {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::durable::tests::with_umask;
     use std::cell::RefCell;
 
     thread_local! {
@@ -792,18 +793,6 @@ pub(crate) mod tests {
     /// The disk works again.
     fn heal() {
         FAIL.with(|f| f.borrow_mut().clear());
-    }
-
-    /// Runs `f` with the process umask set to `mask`. The umask is
-    /// process-wide, so tests that set it take turns.
-    pub(crate) fn with_umask<T>(mask: u32, f: impl FnOnce() -> T) -> T {
-        use nix::sys::stat::{umask, Mode};
-        static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-        let old = umask(Mode::from_bits_truncate(mask));
-        let out = f();
-        umask(old);
-        out
     }
 
     fn open(dir: &Path, max_bytes: u64) -> (Outbox, OpenReport) {

@@ -99,7 +99,7 @@ pub fn retrieval(
     let build_ms = t.elapsed().as_secs_f64() * 1e3;
     std::fs::create_dir_all(work).map_err(|e| BenchError::Setup(e.to_string()))?;
     let path = work.join("bench.twx");
-    crate::retrieval::write_atomic(&path, &bytes)?;
+    crate::retrieval::write_index(&path, &bytes)?;
     // Best of several opens: the first also pays for reading the file into
     // the page cache, which a running daemon does once.
     let mut open_ms = f64::MAX;
