@@ -9,7 +9,7 @@ use super::{print_json, CommandError};
 use crate::cli::BenchArgs;
 use crate::config::Config;
 
-pub fn bench_retrieval(a: &BenchArgs) -> Result<(), CommandError> {
+fn bench_retrieval(a: &BenchArgs) -> Result<(), CommandError> {
     let cases = crate::measure::eval::load_cases(&a.cases)?;
     let work = std::env::temp_dir().join(format!("tidewatch-bench-{}", std::process::id()));
     let r = crate::measure::bench::retrieval(&a.knowledge, &cases, a.passages, &work);
@@ -75,7 +75,7 @@ fn budget_mib(a: &BenchArgs) -> Result<f64, CommandError> {
 }
 
 /// The child side: one combination, JSON on stdout.
-pub async fn bench_worker(cfg: Config, a: &BenchArgs, spec: &str) -> Result<(), CommandError> {
+async fn bench_worker(cfg: Config, a: &BenchArgs, spec: &str) -> Result<(), CommandError> {
     let combo: crate::measure::bench::Combo = serde_json::from_str(spec)
         .map_err(|e| CommandError::Usage(format!("bad --worker spec: {e}")))?;
     let cases = if combo.rag_cases > 0 {
@@ -92,7 +92,7 @@ pub async fn bench_worker(cfg: Config, a: &BenchArgs, spec: &str) -> Result<(), 
     Ok(())
 }
 
-pub fn bench_models(
+fn bench_models(
     cfg_path: &std::path::Path,
     cfg: &Config,
     a: &BenchArgs,

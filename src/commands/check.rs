@@ -8,7 +8,7 @@ use crate::alarm::Topics;
 use crate::config::Config;
 use crate::retrieval::Index;
 
-pub fn check_config(cfg: &Config, offline: bool) -> Result<(), CommandError> {
+fn check_config(cfg: &Config, offline: bool) -> Result<(), CommandError> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "config {}: ok", cfg.path.display())?;
     let topics = Topics {

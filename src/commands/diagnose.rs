@@ -4,7 +4,7 @@
 use super::{print_json, CommandError};
 use crate::config::Config;
 
-pub async fn diagnose(cfg: Config, alarm_path: &std::path::Path) -> Result<(), CommandError> {
+async fn diagnose(cfg: Config, alarm_path: &std::path::Path) -> Result<(), CommandError> {
     let bytes = std::fs::read(alarm_path).map_err(|e| CommandError::Alarm {
         path: alarm_path.to_owned(),
         reason: e.to_string(),

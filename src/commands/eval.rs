@@ -9,7 +9,7 @@ use crate::cli::EvalArgs;
 use crate::config::Config;
 use crate::retrieval::Index;
 
-pub fn eval_retrieval(
+fn eval_retrieval(
     index: &std::path::Path,
     cases: &std::path::Path,
     limit: Option<usize>,
@@ -50,7 +50,7 @@ pub fn eval_retrieval(
 }
 
 /// What `eval_full` measures.
-pub struct EvalRun<'a> {
+struct EvalRun<'a> {
     pub model: Option<PathBuf>,
     pub cases: &'a std::path::Path,
     pub limit: Option<usize>,
@@ -65,7 +65,7 @@ pub struct EvalRun<'a> {
     pub summary_tokens: Option<u32>,
 }
 
-pub async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandError> {
+async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandError> {
     let EvalRun {
         model,
         cases,

@@ -347,7 +347,7 @@ impl Hub {
                 }
                 self.carry_out(out);
             }
-            Inbound::Disconnected { dropped, seen, .. } => {
+            Inbound::Disconnected { dropped, seen } => {
                 self.live = None;
                 self.subscribe_pending = false;
                 self.delivery.disconnected(dropped);

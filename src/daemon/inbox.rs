@@ -275,6 +275,7 @@ impl Inbox {
         self.book.order.values().map(|k| &self.book.held[k].1)
     }
 
+    #[cfg(test)]
     pub fn is_held(&self, key: &Key) -> bool {
         self.book.held.contains_key(key)
     }
@@ -283,10 +284,7 @@ impl Inbox {
         self.book.held.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.book.held.is_empty()
-    }
-
+    #[cfg(test)]
     pub fn size(&self) -> u64 {
         self.size
     }

@@ -139,16 +139,15 @@ pub enum Inbound {
         reason: String,
     },
     SubAck,
-    /// Connection `epoch` is gone; `dropped` QoS 1 publishes queued in the
-    /// client were discarded unsent (see `delivery`). The hub answers on
+    /// The connection last reported up is gone (the poller logs why);
+    /// `dropped` QoS 1 publishes queued in the client were discarded unsent
+    /// (see `delivery`). The hub answers on
     /// `seen` once it has dropped that connection's ack handles: until then
     /// the poller does not reconnect, and after it the poller discards the
     /// acks the hub queued meanwhile, which would otherwise go out on the
     /// next connection under packet ids that mean other messages there.
     Disconnected {
-        error: String,
         dropped: u64,
-        epoch: u64,
         seen: tokio::sync::oneshot::Sender<()>,
     },
 }
@@ -324,12 +323,7 @@ pub async fn run_poller(
         }
         let dropped = drop_session(&mut eventloop);
         let (seen, hub_saw_it) = tokio::sync::oneshot::channel();
-        let _ = tx.events.send(Inbound::Disconnected {
-            error: e.to_string(),
-            dropped,
-            epoch: conn,
-            seen,
-        });
+        let _ = tx.events.send(Inbound::Disconnected { dropped, seen });
         let d = backoff(failures, rand::random::<f64>());
         failures = failures.saturating_add(1);
         let retry_in_ms = d.as_millis() as u64;

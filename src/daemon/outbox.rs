@@ -767,13 +767,13 @@ fn same_file(f: &File, path: &Path) -> bool {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
     use crate::durable::tests::with_umask;
     use std::cell::RefCell;
 
     thread_local! {
-        pub(crate) static DIR_SYNCS: RefCell<Vec<PathBuf>> = const { RefCell::new(Vec::new()) };
+        pub(super) static DIR_SYNCS: RefCell<Vec<PathBuf>> = const { RefCell::new(Vec::new()) };
         /// Disk operations that fail on this thread, and how (see `fault`).
         pub(super) static FAIL: RefCell<std::collections::HashMap<Step, nix::errno::Errno>> =
             RefCell::new(std::collections::HashMap::new());

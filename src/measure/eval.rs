@@ -31,8 +31,6 @@ pub struct Gold {
 #[derive(Debug, Clone, Deserialize)]
 pub struct Case {
     pub case: String,
-    #[serde(default)]
-    pub lang: String,
     pub class: String,
     pub alarm: Alarm,
     pub gold: Gold,
@@ -191,15 +189,10 @@ pub fn published(payload: &[u8]) -> Option<crate::diagnosis::Diagnosis> {
     (!d.summary.trim().is_empty() && likely && causes).then_some(d)
 }
 
-/// True if the bytes the daemon would publish for this trace are a valid
-/// diagnosis. Not the model's draft: on the schema path that is rendered by
-/// serde and parses by construction.
-pub fn published_json_valid(tr: &crate::pipeline::Trace) -> bool {
-    crate::diagnosis::payload(&tr.diagnosis).is_ok_and(|b| published(&b).is_some())
-}
-
 /// Scores one case's answer: its published bytes, its mode and the expected
-/// cause keywords in its summary, causes and actions.
+/// cause keywords in its summary, causes and actions. Validity is judged on
+/// the bytes the daemon would publish, not on the model's draft: on the
+/// schema path that is rendered by serde and parses by construction.
 pub fn outcome(tr: &crate::pipeline::Trace, keywords: &[String]) -> Outcome {
     let wire = crate::diagnosis::payload(&tr.diagnosis)
         .ok()
@@ -356,17 +349,14 @@ mod tests {
         // a payload that does not parse into the contract.
         let mut d = answer(Mode::Full);
         d.timings.ttft_ms = f64::NAN;
-        assert!(!published_json_valid(&trace(d, Some(DRAFT))));
+        assert!(!outcome(&trace(d, Some(DRAFT)), &[]).valid);
         // An empty summary on the wire breaks the contract whatever the draft said.
         let mut d = answer(Mode::Full);
         d.summary.clear();
-        assert!(!published_json_valid(&trace(d, Some(DRAFT))));
+        assert!(!outcome(&trace(d, Some(DRAFT)), &[]).valid);
         // The slot produced nothing, and the degraded answer published is valid JSON.
-        assert!(published_json_valid(&trace(answer(Mode::Degraded), None)));
-        assert!(published_json_valid(&trace(
-            answer(Mode::Full),
-            Some(DRAFT)
-        )));
+        assert!(outcome(&trace(answer(Mode::Degraded), None), &[]).valid);
+        assert!(outcome(&trace(answer(Mode::Full), Some(DRAFT)), &[]).valid);
     }
 
     // Issue J item 4: keyword hits of degraded answers (built from the

@@ -6,8 +6,12 @@
 //! and memory per model configuration, `ttft` summarises first-token
 //! probes, and `stats` holds the statistics they all report with.
 
-pub mod bench;
-pub mod eval;
-pub mod speculation;
-pub mod stats;
-pub mod ttft;
+pub(crate) mod bench;
+pub(crate) mod eval;
+pub(crate) mod speculation;
+mod stats;
+mod ttft;
+
+// The commands' error carries these.
+pub use bench::BenchError;
+pub use eval::EvalError;
