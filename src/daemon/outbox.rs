@@ -533,7 +533,7 @@ impl Outbox {
 
     /// Writes a diagnosis and returns its entry number; it is durable once
     /// `sync` returns, which the caller must wait for before publishing it
-    /// (one fsync covers a burst of entries: see the daemon's flush). When
+    /// (one fsync covers a burst of entries: see the hub's flush). When
     /// the undelivered diagnoses fill `max_bytes` or the disk fails, the entry
     /// is kept in memory only and `not_durable` says why: it is still
     /// delivered, and its alarm is still only acknowledged after that, so a
