@@ -1,4 +1,5 @@
-//! Alarms: the inbound wire format, its validation, and topic parsing.
+//! Alarms: the inbound wire format, its validation, and the topic names:
+//! where alarms arrive and where their diagnoses, errors and status go.
 //!
 //! Everything here is pure: bytes and a topic in, a checked `Alarm` or a precise
 //! `AlarmError` out. Alarm text is data, never instructions; this module only
@@ -104,6 +105,28 @@ struct Wire {
     unit: Option<String>,
     threshold: Option<serde_json::Number>,
     message: Option<String>,
+}
+
+/// The topic names under `mqtt.topic_prefix`: the daemon subscribes and
+/// publishes to them, and `check-config` shows them.
+#[derive(Debug, Clone)]
+pub struct Topics {
+    pub prefix: String,
+}
+
+impl Topics {
+    pub fn alarms(&self) -> String {
+        format!("{}/alarm/+", self.prefix)
+    }
+    pub fn diagnosis(&self, equipment: &str) -> String {
+        format!("{}/diagnosis/{equipment}", self.prefix)
+    }
+    pub fn error(&self) -> String {
+        format!("{}/error", self.prefix)
+    }
+    pub fn status(&self) -> String {
+        format!("{}/status", self.prefix)
+    }
 }
 
 /// Extracts the equipment from `{prefix}/alarm/{equipment}`.
@@ -369,6 +392,16 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn topics_follow_the_prefix() {
+        let t = Topics {
+            prefix: "tw".into(),
+        };
+        assert_eq!(t.alarms(), "tw/alarm/+");
+        assert_eq!(t.diagnosis("ME1"), "tw/diagnosis/ME1");
+        assert_eq!(t.status(), "tw/status");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::alarm::Alarm;
+use crate::retrieval::knowledge::ListKind;
 use crate::retrieval::Hit;
 
 /// How a diagnosis was produced.
@@ -92,25 +93,6 @@ fn marker_number(before: &str) -> Option<u32> {
     let t = t.strip_suffix([')', '）', '、', '.'])?;
     let digits = t.len() - t.trim_end_matches(|c: char| c.is_ascii_digit()).len();
     t[t.len() - digits..].parse().ok()
-}
-
-/// What kind of list a passage holds, by its section heading.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ListKind {
-    Causes,
-    Checks,
-}
-
-impl ListKind {
-    pub fn of(section: &str) -> Option<Self> {
-        if is_causes(section) {
-            Some(ListKind::Causes)
-        } else if is_checks(section) {
-            Some(ListKind::Checks)
-        } else {
-            None
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -251,18 +233,6 @@ fn clean_item(s: &str) -> String {
         .to_string()
 }
 
-fn is_causes(section: &str) -> bool {
-    section.to_lowercase().contains("cause") || section.contains("原因")
-}
-
-fn is_checks(section: &str) -> bool {
-    let l = section.to_lowercase();
-    l.contains("check")
-        || l.contains("action")
-        || section.contains("检查")
-        || section.contains("处理")
-}
-
 /// A diagnosis from retrieved passages alone. Causes come from the best
 /// "causes" passage (in the manual's order, most likely first), actions from
 /// the best "checks" passage.
@@ -273,8 +243,8 @@ pub fn from_passages(
     model: &str,
     timings: Timings,
 ) -> Diagnosis {
-    let causes_hit = hits.iter().find(|h| is_causes(&h.section));
-    let checks_hit = hits.iter().find(|h| is_checks(&h.section));
+    let causes_hit = hits.iter().find(|h| ListKind::Causes.heads(&h.section));
+    let checks_hit = hits.iter().find(|h| ListKind::Checks.heads(&h.section));
     let likelihood = ["high", "medium", "low"];
     let probable_causes: Vec<Cause> = causes_hit
         .map(Item::of)

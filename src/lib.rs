@@ -1,52 +1,57 @@
 //! tidewatch: an offline diagnosis daemon for marine equipment alarms.
 //!
-//! # Layout: how an alarm flows
-//! 1. `mqtt` polls the broker and hands each publish on `{prefix}/alarm/+`
-//!    to the `daemon`.
-//! 2. `alarm` checks the payload (size, UTF-8, fields); rejects go to the
-//!    error topic.
-//! 3. `queue` orders accepted alarms by severity, merges duplicates and
-//!    decides who is triaged when full.
-//! 4. A worker per slot takes a job to the `pipeline`: `retrieval` finds the
-//!    passages, `prompt` builds a short prompt, `llm` runs it on a slot thread
-//!    under the `watchdog`, and the output becomes a `diagnosis` (or a
-//!    degraded one from retrieval if the model fails). `grounding` drops
-//!    what of the model's answer is not text or not supported by the
-//!    passages, and answers from the passages when nothing is left.
-//! 5. The daemon publishes the diagnosis and only then acknowledges the alarm.
-//!    `systemd` reports readiness, status and liveness throughout.
+//! # Layout
+//! Three parts, and imports only run downwards: the core diagnoses one
+//! alarm; `daemon` is the service around it; `measure` measures the core.
+//! `commands` (the one-shot commands) use the core and `measure`; only
+//! `main` enters the daemon.
 //!
-//! `config` is read once at start; `logging` picks journald or stderr;
-//! `crash` turns a panic anywhere in `run` into a logged abort, so systemd
-//! restarts the daemon rather than leave it half alive.
-//! `cli` is the command line's shape; `commands` the one-shot commands.
-//! `reload` swaps in a rebuilt index on SIGHUP, between jobs. `render` turns
+//! **The core.** `alarm` checks an alarm and names the topics;
+//! `pipeline` takes it to a diagnosis: `retrieval` finds the passages,
+//! `prompt` builds a short prompt, `llm` runs it on a slot thread under the
+//! `watchdog`, and the output becomes a `diagnosis` (or a degraded one from
+//! retrieval if the model fails). `grounding` drops what of the model's
+//! answer is not text or not supported by the passages, and answers from the
+//! passages when nothing is left. `load` loads the index, the model and the
+//! slots for everyone who runs the pipeline; `durable` replaces files so a
+//! power cut leaves the old or the new one whole. `config` is read once at
+//! start; `logging` picks journald or stderr; `crash` turns a panic anywhere
+//! in the daemon into a logged abort, so systemd restarts it rather than
+//! leave it half alive. `cli` is the command line's shape; `render` turns
 //! published diagnoses into text for people (`tidewatch show`).
+//!
+//! **The daemon**, how an alarm flows through it:
+//! 1. `daemon::mqtt` polls the broker and hands each publish on
+//!    `{prefix}/alarm/+` to the hub.
+//! 2. `alarm` checks the payload (size, UTF-8, fields); rejects go to the
+//!    error topic. Accepted alarms are kept in `daemon::inbox`.
+//! 3. `daemon::queue` orders accepted alarms by severity, merges duplicates
+//!    and decides who is triaged when full.
+//! 4. A worker per slot takes a job to the `pipeline`.
+//! 5. The hub keeps the diagnosis in `daemon::outbox`, publishes it and only
+//!    then acknowledges the alarm (`daemon::delivery` decides when).
+//!    `daemon::systemd` reports readiness, status and liveness throughout;
+//!    `daemon::reload` swaps in a rebuilt index on SIGHUP, between jobs.
+//!
+//! **The measurements**: `measure::eval` (accuracy on labeled alarms),
+//! `measure::speculation` (generation speed with lookup decoding),
+//! `measure::bench` (speed and memory per model configuration).
 
 pub mod alarm;
-pub mod bench;
 pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod crash;
 pub mod daemon;
-pub mod delivery;
 pub mod diagnosis;
-pub mod eval;
-pub mod eval_speed;
+mod durable;
 pub mod grounding;
-pub mod inbox;
-pub mod journal;
 pub mod llm;
+pub mod load;
 pub mod logging;
-pub mod mqtt;
-pub mod outbox;
+pub mod measure;
 pub mod pipeline;
 pub mod prompt;
-pub mod queue;
-pub mod reload;
 pub mod render;
 pub mod retrieval;
-pub mod systemd;
-pub mod ttft;
 pub mod watchdog;

@@ -10,6 +10,7 @@ use anyhow::Context;
 use clap::Parser;
 use tidewatch::cli::{Cli, Command, IndexCommand};
 use tidewatch::commands;
+use tidewatch::daemon::DaemonError;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -22,13 +23,21 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tidewatch: {e:#}");
-            if e.chain().any(commands::is_config_error) {
+            if e.chain().any(is_config_error) {
                 ExitCode::from(EX_CONFIG)
             } else {
                 ExitCode::FAILURE
             }
         }
     }
+}
+
+/// Whether an error in the chain is one a restart cannot fix, from a
+/// command or from the daemon.
+fn is_config_error(e: &(dyn std::error::Error + 'static)) -> bool {
+    commands::is_config_error(e)
+        || e.downcast_ref::<DaemonError>()
+            .is_some_and(DaemonError::is_config)
 }
 
 fn dispatch(cli: Cli) -> anyhow::Result<()> {

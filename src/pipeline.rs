@@ -13,13 +13,12 @@ use std::time::{Duration, Instant};
 
 use crate::alarm::Alarm;
 use crate::config::{Answer, Config};
-use crate::diagnosis::{
-    self, dedup_sources, Cause, Diagnosis, Item, ListKind, Mode, Source, Timings,
-};
+use crate::diagnosis::{self, dedup_sources, Cause, Diagnosis, Item, Mode, Source, Timings};
 use crate::grounding::{self, Verdict};
 use crate::llm::grammar::{passage_index, Choices};
 use crate::llm::{GenOutput, GenRequest, Model, Slot, SlotCounters, SlotFailure, Style};
 use crate::prompt::{self, strip_think};
+use crate::retrieval::knowledge::ListKind;
 use crate::retrieval::{Hit, LiveIndex, Query};
 
 /// Counters published on the status topic.

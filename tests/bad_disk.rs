@@ -12,8 +12,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::*;
-use tidewatch::delivery::Key;
-use tidewatch::outbox::Outbox;
+use tidewatch::daemon::Key;
+use tidewatch::daemon::Outbox;
 
 /// A tmpfs mounted for the test's lifetime.
 struct Tmpfs(PathBuf);

@@ -300,7 +300,7 @@ fn every_item_of_the_knowledge_base_is_the_manuals_text_under_its_number() {
                 lang: d.lang.clone(),
                 title: d.title.clone(),
             };
-            if tidewatch::diagnosis::ListKind::of(&c.section).is_none() {
+            if tidewatch::retrieval::knowledge::ListKind::of(&c.section).is_none() {
                 continue;
             }
             for it in tidewatch::diagnosis::Item::of(&hit) {

@@ -129,7 +129,7 @@ async fn an_alarm_too_large_to_read_is_left_at_the_broker_and_later_alarms_are_a
     let mut c = Client::connect(broker.port, &format!("{p}/diagnosis"), "huge-operator").await;
     let d = Daemon::launch(&cfg).ready();
     let big = dir.path().join("big");
-    std::fs::write(&big, vec![b'x'; tidewatch::mqtt::MAX_INBOUND + (1 << 20)]).unwrap();
+    std::fs::write(&big, vec![b'x'; tidewatch::daemon::MAX_INBOUND + (1 << 20)]).unwrap();
     let out = std::process::Command::new(require_tool("mosquitto_pub", "mosquitto-clients"))
         .args(["-h", "127.0.0.1", "-p", &broker.port.to_string(), "-q", "1"])
         .args(["-t", &format!("{p}/alarm/BIG1"), "-f"])

@@ -2,17 +2,19 @@
 //! options, each in its own process (`--worker` is the child side), or the
 //! index at scale with --retrieval.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 
 use super::{print_json, CommandError};
 use crate::cli::BenchArgs;
 use crate::config::Config;
+use crate::measure::bench;
 
-pub fn bench_retrieval(a: &BenchArgs) -> Result<(), CommandError> {
-    let cases = crate::eval::load_cases(&a.cases)?;
+fn bench_retrieval(a: &BenchArgs) -> Result<(), CommandError> {
+    let cases = crate::measure::eval::load_cases(&a.cases)?;
     let work = std::env::temp_dir().join(format!("tidewatch-bench-{}", std::process::id()));
-    let r = crate::bench::retrieval(&a.knowledge, &cases, a.passages, &work);
+    let r = bench::retrieval(&a.knowledge, &cases, a.passages, &work);
     let _ = std::fs::remove_dir_all(&work);
     let r = r?;
     let mut out = std::io::stdout().lock();
@@ -28,7 +30,7 @@ pub fn bench_retrieval(a: &BenchArgs) -> Result<(), CommandError> {
     Ok(())
 }
 
-fn cartesian(a: &BenchArgs, cfg: &Config) -> Vec<crate::bench::Combo> {
+fn cartesian(a: &BenchArgs, cfg: &Config) -> Vec<bench::Combo> {
     let or = |v: &Vec<u32>, d: u32| if v.is_empty() { vec![d] } else { v.clone() };
     let models = if a.model.is_empty() {
         vec![cfg.llm.model.clone()]
@@ -40,7 +42,7 @@ fn cartesian(a: &BenchArgs, cfg: &Config) -> Vec<crate::bench::Combo> {
         for t in or(&a.threads, cfg.llm.threads) {
             for b in or(&a.batch, cfg.llm.batch) {
                 for c in or(&a.ctx, cfg.llm.ctx) {
-                    out.push(crate::bench::Combo {
+                    out.push(bench::Combo {
                         model: m.clone(),
                         threads: t,
                         batch: b,
@@ -59,13 +61,13 @@ fn cartesian(a: &BenchArgs, cfg: &Config) -> Vec<crate::bench::Combo> {
 }
 
 fn budget_mib(a: &BenchArgs) -> Result<f64, CommandError> {
-    let total = crate::bench::parse_mib(&a.memory_budget).ok_or_else(|| {
+    let total = bench::parse_mib(&a.memory_budget).ok_or_else(|| {
         CommandError::Usage(format!(
             "--memory-budget must look like 4G or 3500M, got {:?}",
             a.memory_budget
         ))
     })?;
-    let reserve = crate::bench::parse_mib(&a.os_reserve).ok_or_else(|| {
+    let reserve = bench::parse_mib(&a.os_reserve).ok_or_else(|| {
         CommandError::Usage(format!(
             "--os-reserve must look like 1G or 800M, got {:?}",
             a.os_reserve
@@ -75,15 +77,15 @@ fn budget_mib(a: &BenchArgs) -> Result<f64, CommandError> {
 }
 
 /// The child side: one combination, JSON on stdout.
-pub async fn bench_worker(cfg: Config, a: &BenchArgs, spec: &str) -> Result<(), CommandError> {
-    let combo: crate::bench::Combo = serde_json::from_str(spec)
+async fn bench_worker(cfg: Config, a: &BenchArgs, spec: &str) -> Result<(), CommandError> {
+    let combo: bench::Combo = serde_json::from_str(spec)
         .map_err(|e| CommandError::Usage(format!("bad --worker spec: {e}")))?;
     let cases = if combo.rag_cases > 0 {
-        crate::eval::load_cases(&a.cases)?
+        crate::measure::eval::load_cases(&a.cases)?
     } else {
         Vec::new()
     };
-    let r = crate::bench::worker(&cfg, &combo, &cases, budget_mib(a)?).await?;
+    let r = bench::worker(&cfg, &combo, &cases, budget_mib(a)?).await?;
     writeln!(
         std::io::stdout().lock(),
         "{}",
@@ -92,20 +94,65 @@ pub async fn bench_worker(cfg: Config, a: &BenchArgs, spec: &str) -> Result<(), 
     Ok(())
 }
 
-pub fn bench_models(
+/// The parent side: every combination measured in its own child, then with
+/// --decide each model's accuracy and the recommendation; the report on
+/// stdout, and an error if a model's jobs cost more than --max-overhead.
+fn bench_models(
     cfg_path: &std::path::Path,
     cfg: &Config,
     a: &BenchArgs,
 ) -> Result<(), CommandError> {
     let combos = cartesian(a, cfg);
-    // Before any run: a combination the daemon would refuse is an error
-    // here, not a measurement (and never a recommendation).
+    refuse_unconfigurable(cfg_path, &combos)?;
+    let exe = std::env::current_exe()?;
+    let mut results = measure_each(&exe, cfg_path, a, &combos)?;
+    let mut decision = None;
+    if a.decide {
+        let acc = accuracies(&exe, cfg_path, a, &combos)?;
+        for r in &mut results {
+            r.accuracy = combos
+                .iter()
+                .find(|c| {
+                    c.model
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        == Some(r.model.clone())
+                })
+                .and_then(|c| acc.get(&c.model).copied());
+        }
+        decision = Some(bench::decide(&results, a.margin));
+    }
+    if let Some(path) = &a.json_to {
+        let text = serde_json::to_string_pretty(&results).unwrap_or_default();
+        std::fs::write(path, text + "\n")
+            .map_err(|e| CommandError::Usage(format!("--json-to {}: {e}", path.display())))?;
+    }
+    report(&results, decision, a.json)?;
+    check_overhead(&results, a.max_overhead)
+}
+
+/// Before any run: a combination the daemon would refuse is an error here,
+/// not a measurement (and never a recommendation).
+fn refuse_unconfigurable(
+    cfg_path: &std::path::Path,
+    combos: &[bench::Combo],
+) -> Result<(), CommandError> {
     let cfg_text = std::fs::read_to_string(cfg_path)
         .map_err(|e| CommandError::Usage(format!("config {}: {e}", cfg_path.display())))?;
-    for c in &combos {
-        crate::bench::check_configurable(&cfg_text, cfg_path, c)?;
+    for c in combos {
+        bench::check_configurable(&cfg_text, cfg_path, c)?;
     }
-    let exe = std::env::current_exe()?;
+    Ok(())
+}
+
+/// Runs each combination in a child process of its own (`--worker`), so
+/// its peak memory is its own, showing progress on stderr.
+fn measure_each(
+    exe: &std::path::Path,
+    cfg_path: &std::path::Path,
+    a: &BenchArgs,
+    combos: &[bench::Combo],
+) -> Result<Vec<bench::ComboResult>, CommandError> {
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut results = Vec::new();
     for (i, c) in combos.iter().enumerate() {
@@ -121,100 +168,111 @@ pub fn bench_models(
         } else {
             eprintln!("bench [{}/{}] {what}", i + 1, combos.len());
         }
-        let spec = serde_json::to_string(c).unwrap_or_default();
-        let out = std::process::Command::new(&exe)
-            .arg("bench")
-            .arg("--config")
-            .arg(cfg_path)
-            .arg("--cases")
-            .arg(&a.cases)
-            .arg("--memory-budget")
-            .arg(&a.memory_budget)
-            .arg("--os-reserve")
-            .arg(&a.os_reserve)
-            .arg("--worker")
-            .arg(&spec)
-            .stderr(std::process::Stdio::piped())
-            .output()?;
-        if !out.status.success() {
-            let err = String::from_utf8_lossy(&out.stderr);
-            let last = err
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("")
-                .to_string();
-            return Err(crate::bench::BenchError::Worker { what, reason: last }.into());
-        }
-        let r: crate::bench::ComboResult =
-            serde_json::from_slice(&out.stdout).map_err(|e| crate::bench::BenchError::Worker {
-                what: what.clone(),
-                reason: e.to_string(),
-            })?;
-        results.push(r);
+        results.push(measure_in_child(exe, cfg_path, a, c, what)?);
     }
     if tty {
         eprintln!();
     }
-    let mut decision = None;
-    if a.decide {
-        let mut acc: std::collections::HashMap<PathBuf, f64> = std::collections::HashMap::new();
-        for c in &combos {
-            if acc.contains_key(&c.model) {
-                continue;
-            }
-            eprintln!(
-                "bench: accuracy of {} on {} eval alarms",
-                c.model.display(),
-                a.eval_cases
-            );
-            let out = std::process::Command::new(&exe)
-                .args(["eval", "--json", "--config"])
-                .arg(cfg_path)
-                .arg("--cases")
-                .arg(&a.cases)
-                .arg("--limit")
-                .arg(a.eval_cases.to_string())
-                .arg("--model")
-                .arg(&c.model)
-                .stderr(std::process::Stdio::inherit())
-                .output()?;
-            let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
-                crate::bench::BenchError::Worker {
-                    what: format!("eval of {}", c.model.display()),
-                    reason: e.to_string(),
-                }
+    Ok(results)
+}
+
+/// One combination in a child process; its last stderr line is the reason
+/// if it fails.
+fn measure_in_child(
+    exe: &std::path::Path,
+    cfg_path: &std::path::Path,
+    a: &BenchArgs,
+    c: &bench::Combo,
+    what: String,
+) -> Result<bench::ComboResult, CommandError> {
+    let spec = serde_json::to_string(c).unwrap_or_default();
+    let out = std::process::Command::new(exe)
+        .arg("bench")
+        .arg("--config")
+        .arg(cfg_path)
+        .arg("--cases")
+        .arg(&a.cases)
+        .arg("--memory-budget")
+        .arg(&a.memory_budget)
+        .arg("--os-reserve")
+        .arg(&a.os_reserve)
+        .arg("--worker")
+        .arg(&spec)
+        .stderr(std::process::Stdio::piped())
+        .output()?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = err
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .to_string();
+        return Err(bench::BenchError::Worker { what, reason: last }.into());
+    }
+    let r = serde_json::from_slice(&out.stdout).map_err(|e| bench::BenchError::Worker {
+        what: what.clone(),
+        reason: e.to_string(),
+    })?;
+    Ok(r)
+}
+
+/// Each model's accuracy on --eval-cases alarms, from `tidewatch eval` in a
+/// child process (once per model, whatever its combinations).
+fn accuracies(
+    exe: &std::path::Path,
+    cfg_path: &std::path::Path,
+    a: &BenchArgs,
+    combos: &[bench::Combo],
+) -> Result<HashMap<PathBuf, f64>, CommandError> {
+    let mut acc: HashMap<PathBuf, f64> = HashMap::new();
+    for c in combos {
+        if acc.contains_key(&c.model) {
+            continue;
+        }
+        eprintln!(
+            "bench: accuracy of {} on {} eval alarms",
+            c.model.display(),
+            a.eval_cases
+        );
+        let out = std::process::Command::new(exe)
+            .args(["eval", "--json", "--config"])
+            .arg(cfg_path)
+            .arg("--cases")
+            .arg(&a.cases)
+            .arg("--limit")
+            .arg(a.eval_cases.to_string())
+            .arg("--model")
+            .arg(&c.model)
+            .stderr(std::process::Stdio::inherit())
+            .output()?;
+        let v: serde_json::Value =
+            serde_json::from_slice(&out.stdout).map_err(|e| bench::BenchError::Worker {
+                what: format!("eval of {}", c.model.display()),
+                reason: e.to_string(),
             })?;
-            // Accuracy: the share of alarms answered in full, validly, naming
-            // an expected cause (degraded answers are the manuals' text).
-            let a = v["accuracy"]
-                .as_f64()
-                .ok_or_else(|| crate::bench::BenchError::Worker {
-                    what: format!("eval of {}", c.model.display()),
-                    reason: "its report has no accuracy".into(),
-                })?;
-            acc.insert(c.model.clone(), a);
-        }
-        for r in &mut results {
-            r.accuracy = combos
-                .iter()
-                .find(|c| {
-                    c.model
-                        .file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        == Some(r.model.clone())
-                })
-                .and_then(|c| acc.get(&c.model).copied());
-        }
-        decision = Some(crate::bench::decide(&results, a.margin));
+        // Accuracy: the share of alarms answered in full, validly, naming
+        // an expected cause (degraded answers are the manuals' text).
+        let accuracy = v["accuracy"]
+            .as_f64()
+            .ok_or_else(|| bench::BenchError::Worker {
+                what: format!("eval of {}", c.model.display()),
+                reason: "its report has no accuracy".into(),
+            })?;
+        acc.insert(c.model.clone(), accuracy);
     }
-    if let Some(path) = &a.json_to {
-        let text = serde_json::to_string_pretty(&results).unwrap_or_default();
-        std::fs::write(path, text + "\n")
-            .map_err(|e| CommandError::Usage(format!("--json-to {}: {e}", path.display())))?;
-    }
+    Ok(acc)
+}
+
+/// The results (and the decision) as JSON, or as a table with each
+/// model's overhead over llama_perf and the decision's reasons.
+fn report(
+    results: &[bench::ComboResult],
+    decision: Option<bench::Decision>,
+    json: bool,
+) -> Result<(), CommandError> {
     let mut out = std::io::stdout().lock();
-    if a.json {
+    if json {
         if let Some(d) = decision {
             writeln!(
                 out,
@@ -227,10 +285,10 @@ pub fn bench_models(
         } else {
             print_json(&mut out, &results)?;
         }
-        return check_overhead(&results, a.max_overhead);
+        return Ok(());
     }
-    write!(out, "{}", crate::bench::table(&results))?;
-    for r in &results {
+    write!(out, "{}", bench::table(results))?;
+    for r in results {
         match r.gen_overhead {
             Some(o) => writeln!(
                 out,
@@ -251,16 +309,13 @@ pub fn bench_models(
             writeln!(out, "{r}")?;
         }
     }
-    check_overhead(&results, a.max_overhead)
+    Ok(())
 }
 
-fn check_overhead(
-    results: &[crate::bench::ComboResult],
-    max: Option<f64>,
-) -> Result<(), CommandError> {
-    use crate::bench::OverheadFault;
+fn check_overhead(results: &[bench::ComboResult], max: Option<f64>) -> Result<(), CommandError> {
+    use bench::OverheadFault;
     let Some(max) = max else { return Ok(()) };
-    let Some((r, fault)) = crate::bench::over_overhead(results, max) else {
+    let Some((r, fault)) = bench::over_overhead(results, max) else {
         return Ok(());
     };
     let model = r.model.clone();

@@ -4,20 +4,24 @@
 use std::io::Write;
 
 use super::CommandError;
+use crate::alarm::Topics;
 use crate::config::Config;
 use crate::retrieval::Index;
 
-pub fn check_config(cfg: &Config, offline: bool) -> Result<(), CommandError> {
+fn check_config(cfg: &Config, offline: bool) -> Result<(), CommandError> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "config {}: ok", cfg.path.display())?;
+    let topics = Topics {
+        prefix: cfg.mqtt.topic_prefix.clone(),
+    };
     writeln!(
         out,
-        "  broker {}:{} client_id {} topics {}/alarm/+ -> {}/diagnosis/<equipment>",
+        "  broker {}:{} client_id {} topics {} -> {}",
         cfg.mqtt.host,
         cfg.mqtt.port,
         cfg.mqtt.client_id,
-        cfg.mqtt.topic_prefix,
-        cfg.mqtt.topic_prefix
+        topics.alarms(),
+        topics.diagnosis("<equipment>")
     )?;
     writeln!(
         out,
@@ -42,8 +46,8 @@ pub fn check_config(cfg: &Config, offline: bool) -> Result<(), CommandError> {
         idx.n_passages(),
         idx.byte_len()
     )?;
-    let model = crate::llm::Model::load(&cfg.llm.model, &cfg.llm)
-        .map_err(crate::daemon::DaemonError::from)?;
+    let model =
+        crate::llm::Model::load(&cfg.llm.model, &cfg.llm).map_err(crate::load::LoadError::from)?;
     let i = &model.info;
     writeln!(
         out,
@@ -63,8 +67,9 @@ pub fn check_config(cfg: &Config, offline: bool) -> Result<(), CommandError> {
     )?;
     writeln!(
         out,
-        "  tidewatch {}, llama.cpp from llama-cpp-sys-2 0.1.160: {}",
+        "  tidewatch {}, llama.cpp from llama-cpp-sys-2 {}: {}",
         env!("CARGO_PKG_VERSION"),
+        crate::llm::LLAMA_CPP_SYS,
         i.llama_cpp
     )?;
     Ok(())

@@ -4,7 +4,7 @@
 use super::{print_json, CommandError};
 use crate::config::Config;
 
-pub async fn diagnose(cfg: Config, alarm_path: &std::path::Path) -> Result<(), CommandError> {
+async fn diagnose(cfg: Config, alarm_path: &std::path::Path) -> Result<(), CommandError> {
     let bytes = std::fs::read(alarm_path).map_err(|e| CommandError::Alarm {
         path: alarm_path.to_owned(),
         reason: e.to_string(),
@@ -15,7 +15,7 @@ pub async fn diagnose(cfg: Config, alarm_path: &std::path::Path) -> Result<(), C
             reason: e.to_string(),
         }
     })?;
-    let (pipeline, mut slots) = crate::daemon::load_pipeline(cfg, true).await?;
+    let (pipeline, mut slots) = crate::load::pipeline(cfg, true).await?;
     let d = pipeline.diagnose(&mut slots[0], &alarm).await;
     let mut out = std::io::stdout().lock();
     print_json(&mut out, &d)?;

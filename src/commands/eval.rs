@@ -9,16 +9,16 @@ use crate::cli::EvalArgs;
 use crate::config::Config;
 use crate::retrieval::Index;
 
-pub fn eval_retrieval(
+fn eval_retrieval(
     index: &std::path::Path,
     cases: &std::path::Path,
     limit: Option<usize>,
     json: bool,
 ) -> Result<(), CommandError> {
     let idx = Index::open(index)?;
-    let mut cs = crate::eval::load_cases(cases)?;
+    let mut cs = crate::measure::eval::load_cases(cases)?;
     cs.truncate(limit.unwrap_or(usize::MAX));
-    let r = crate::eval::run_retrieval(&idx, &cs)?;
+    let r = crate::measure::eval::run_retrieval(&idx, &cs)?;
     let mut out = std::io::stdout().lock();
     if json {
         print_json(&mut out, &r)?;
@@ -50,7 +50,7 @@ pub fn eval_retrieval(
 }
 
 /// What `eval_full` measures.
-pub struct EvalRun<'a> {
+struct EvalRun<'a> {
     pub model: Option<PathBuf>,
     pub cases: &'a std::path::Path,
     pub limit: Option<usize>,
@@ -61,11 +61,11 @@ pub struct EvalRun<'a> {
     pub speculation: bool,
     pub interleaved: Option<usize>,
     /// Answer modes to compare side by side (`--answer`).
-    pub answers: Vec<crate::eval::AnswerMode>,
+    pub answers: Vec<crate::measure::eval::AnswerMode>,
     pub summary_tokens: Option<u32>,
 }
 
-pub async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandError> {
+async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandError> {
     let EvalRun {
         model,
         cases,
@@ -78,7 +78,7 @@ pub async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandE
         answers,
         summary_tokens,
     } = run;
-    let mut cs = crate::eval::load_cases(cases)?;
+    let mut cs = crate::measure::eval::load_cases(cases)?;
     cs.truncate(limit.unwrap_or(usize::MAX));
     if let Some(m) = model {
         cfg.llm.model = m;
@@ -86,9 +86,9 @@ pub async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandE
     if let Some(n) = summary_tokens {
         cfg.llm.summary_tokens = n;
     }
-    let (pipeline, mut slots) = crate::daemon::load_pipeline(cfg, false).await?;
+    let (pipeline, mut slots) = crate::load::pipeline(cfg, false).await?;
     if prompts {
-        let r = crate::eval::run_prompts(&pipeline, &cs);
+        let r = crate::measure::eval::run_prompts(&pipeline, &cs);
         return print_report(&r, json);
     }
     let style = if style == "grammar" {
@@ -102,12 +102,12 @@ pub async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandE
             .cfg
             .llm
             .lookup
-            .unwrap_or(crate::eval_speed::DEFAULT_LOOKUP);
-        let r = crate::eval_speed::run_spec(
+            .unwrap_or(crate::measure::speculation::DEFAULT_LOOKUP);
+        let r = crate::measure::speculation::run_spec(
             &pipeline,
             &mut slots[0],
             &cs,
-            crate::eval::TTFT_EVERY,
+            crate::measure::eval::TTFT_EVERY,
             lookup,
             progress,
         )
@@ -115,15 +115,24 @@ pub async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandE
         return print_report(&r, json);
     }
     if !answers.is_empty() {
-        let r = crate::eval::run_answers(&pipeline, &mut slots[0], &cs, &answers, progress).await;
+        let r =
+            crate::measure::eval::run_answers(&pipeline, &mut slots[0], &cs, &answers, progress)
+                .await;
         return print_report(&r, json);
     }
     if let Some(n) = interleaved {
-        let r = crate::eval_speed::run_interleaved(&pipeline, &mut slots[0], &cs, n, 11, progress)
-            .await;
+        let r = crate::measure::speculation::run_interleaved(
+            &pipeline,
+            &mut slots[0],
+            &cs,
+            n,
+            11,
+            progress,
+        )
+        .await;
         return print_report(&r, json);
     }
-    let r = crate::eval::run_full(&pipeline, &mut slots[0], &cs, style, progress).await;
+    let r = crate::measure::eval::run_full(&pipeline, &mut slots[0], &cs, style, progress).await;
     print_report(&r, json)
 }
 
@@ -158,7 +167,7 @@ pub fn run(a: EvalArgs) -> Result<(), CommandError> {
         prompts: a.prompts,
         speculation: a.speculation,
         interleaved: a.interleaved,
-        answers: crate::eval::AnswerMode::list(&a.answer, &a.summary),
+        answers: crate::measure::eval::AnswerMode::list(&a.answer, &a.summary),
         summary_tokens: a.summary_tokens,
     };
     super::runtime()?.block_on(eval_full(cfg, run))

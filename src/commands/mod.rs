@@ -19,13 +19,13 @@ pub enum CommandError {
     #[error(transparent)]
     Index(#[from] crate::retrieval::IndexError),
     #[error(transparent)]
-    Daemon(#[from] crate::daemon::DaemonError),
+    Load(#[from] crate::load::LoadError),
     #[error("alarm file {path}: {reason}")]
     Alarm { path: PathBuf, reason: String },
     #[error(transparent)]
-    Eval(#[from] crate::eval::EvalError),
+    Eval(#[from] crate::measure::eval::EvalError),
     #[error(transparent)]
-    Bench(#[from] crate::bench::BenchError),
+    Bench(#[from] crate::measure::bench::BenchError),
     #[error("{0}")]
     Usage(String),
     #[error("{model}: daemon jobs take {overhead:.1}% longer than llama.cpp's own decode time (llama_perf), over the --max-overhead {max}%")]
@@ -55,25 +55,25 @@ impl CommandError {
     pub fn is_config(&self) -> bool {
         match self {
             CommandError::Config(_) | CommandError::Index(_) => true,
-            CommandError::Daemon(d) => d.is_config(),
+            CommandError::Load(e) => e.is_config(),
             _ => false,
         }
     }
 }
 
 /// Whether an error in a command's chain is one a restart cannot fix (a bad
-/// config file, a missing or unloadable model or index, unreadable TLS
-/// files): `main` exits 78 (EX_CONFIG) so systemd does not restart into it.
+/// config file, a missing or unloadable model or index): `main` exits 78
+/// (EX_CONFIG) so systemd does not restart into it.
 pub fn is_config_error(e: &(dyn std::error::Error + 'static)) -> bool {
-    use crate::daemon::DaemonError;
     use crate::llm::LlmError;
+    use crate::load::LoadError;
     e.downcast_ref::<CommandError>()
         .is_some_and(CommandError::is_config)
         || e.is::<crate::config::ConfigError>()
         || e.is::<crate::retrieval::IndexError>()
         || matches!(e.downcast_ref::<LlmError>(), Some(LlmError::Load { .. }))
-        || e.downcast_ref::<DaemonError>()
-            .is_some_and(DaemonError::is_config)
+        || e.downcast_ref::<LoadError>()
+            .is_some_and(LoadError::is_config)
 }
 
 /// The async runtime every command that loads the model runs on. Two

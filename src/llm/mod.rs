@@ -262,7 +262,7 @@ fn system_info() -> &'static str {
 /// The llama-cpp-sys-2 release Cargo.toml pins with `=`: it fixes the
 /// bundled llama.cpp sources. Not readable from the dependency at build time;
 /// `llama_cpp_sys_pin_matches_cargo_toml` keeps the two together.
-const LLAMA_CPP_SYS: &str = "0.1.160";
+pub const LLAMA_CPP_SYS: &str = "0.1.160";
 
 /// Identifies the linked llama.cpp for saved prompt-prefix states, whose
 /// layout only that build promises to read back. The crate release names

@@ -420,7 +420,7 @@ mod tests {
     #[test]
     fn a_saved_state_is_readable_by_its_owner_only() {
         use std::os::unix::fs::PermissionsExt;
-        crate::outbox::tests::with_umask(0, || {
+        crate::durable::tests::with_umask(0, || {
             let d = tempfile::tempdir().unwrap();
             let p = d.path().join("kv").join("prefix-a-b.kv");
             write_atomic(&p, b"state", 0).unwrap();

@@ -30,6 +30,41 @@ pub struct Chunk {
     pub text: String,
 }
 
+/// What kind of numbered list a section holds, by its heading: a manual
+/// gives each alarm code a causes section and a checks section (in English
+/// "causes" and "checks" or "actions", in Chinese 原因 and 检查 or 处理).
+/// Retrieval pairs the two, answers from passages quote them, and a chosen
+/// answer picks its causes and actions from them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListKind {
+    Causes,
+    Checks,
+}
+
+impl ListKind {
+    /// The kind of list under `section`; a heading that names both counts as
+    /// causes.
+    pub fn of(section: &str) -> Option<Self> {
+        [ListKind::Causes, ListKind::Checks]
+            .into_iter()
+            .find(|k| k.heads(section))
+    }
+
+    /// Whether `section` names a list of this kind (whatever else it names).
+    pub fn heads(self, section: &str) -> bool {
+        let l = section.to_lowercase();
+        match self {
+            ListKind::Causes => l.contains("cause") || section.contains("原因"),
+            ListKind::Checks => {
+                l.contains("check")
+                    || l.contains("action")
+                    || section.contains("检查")
+                    || section.contains("处理")
+            }
+        }
+    }
+}
+
 /// Loads every `*.md` under `dir` (recursively, sorted, skipping README.md and
 /// dot-folders) as a knowledge document.
 pub fn load_dir(dir: &Path) -> Result<Vec<Document>, IndexError> {
@@ -220,6 +255,26 @@ fn split_to_fit(text: &str, out: &mut Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_heading_tells_a_causes_list_from_a_checks_list_in_either_language() {
+        assert_eq!(
+            ListKind::of("WIN-TENSION-HI causes"),
+            Some(ListKind::Causes)
+        );
+        assert_eq!(ListKind::of("WIN-TENSION-HI 原因"), Some(ListKind::Causes));
+        assert_eq!(
+            ListKind::of("WIN-TENSION-HI checks"),
+            Some(ListKind::Checks)
+        );
+        assert_eq!(
+            ListKind::of("WIN-TENSION-HI 检查与处理"),
+            Some(ListKind::Checks)
+        );
+        assert_eq!(ListKind::of("Safety"), None);
+        assert_eq!(ListKind::of("Causes and actions"), Some(ListKind::Causes));
+        assert!(ListKind::Checks.heads("Causes and actions"));
+    }
 
     const DOC: &str = "---\ntitle: Main engine cooling\nclasses: [main_engine_cooling]\ncodes: [ME-JCW-TEMP-HI]\nlang: en\n---\n# Main engine cooling\n\n## ME-JCW-TEMP-HI causes\nThermostat stuck.\n\n## Safety\nHot surfaces.\n";
 

@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::diagnosis::ListKind;
 use index::RawIndex;
+use knowledge::ListKind;
 pub use live::LiveIndex;
 use tokenize::{has_cjk, terms};
 
@@ -340,13 +340,14 @@ pub fn build_file(knowledge: &Path, out: &Path) -> Result<(usize, u32, usize), I
     let docs = knowledge::load_dir(knowledge)?;
     let bytes = index::build(&docs)?;
     let probe = Index::from_bytes(bytes.clone())?;
-    write_atomic(out, &bytes)?;
+    write_index(out, &bytes)?;
     Ok((docs.len(), probe.n_passages(), bytes.len()))
 }
 
-/// Writes via a temp file and rename, so a reader never maps a half-written index.
-pub fn write_atomic(out: &Path, bytes: &[u8]) -> Result<(), IndexError> {
-    use std::io::Write;
+/// Writes an index file, making its folder: whole or not at all, so a
+/// daemon reloading it never maps half of one. Its mode is the umask's, as
+/// the daemon's user reads an index another user built.
+pub fn write_index(out: &Path, bytes: &[u8]) -> Result<(), IndexError> {
     let io = |source| IndexError::Io {
         path: out.to_owned(),
         source,
@@ -354,12 +355,7 @@ pub fn write_atomic(out: &Path, bytes: &[u8]) -> Result<(), IndexError> {
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(io)?;
     }
-    let tmp = out.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp).map_err(io)?;
-    f.write_all(bytes).map_err(io)?;
-    f.sync_all().map_err(io)?;
-    std::fs::rename(&tmp, out).map_err(io)?;
-    Ok(())
+    crate::durable::write_atomic(out, bytes, crate::durable::Access::Umask).map_err(io)
 }
 
 /// Passages scoring under this share of the best one stay out of the prompt:

@@ -96,10 +96,6 @@ impl Notifier {
         }
     }
 
-    pub fn enabled(&self) -> bool {
-        self.sock.is_some()
-    }
-
     /// The watchdog period systemd expects, if it set one.
     pub fn watchdog_period(&self) -> Option<Duration> {
         self.watchdog

@@ -16,7 +16,8 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
-use crate::eval::{percentile, Case};
+use crate::measure::eval::Case;
+use crate::measure::stats::{self, mean_sd, percentile, MeanSd};
 use crate::retrieval::{index, knowledge, Index};
 
 #[derive(Debug, thiserror::Error)]
@@ -24,9 +25,9 @@ pub enum BenchError {
     #[error(transparent)]
     Index(#[from] crate::retrieval::IndexError),
     #[error(transparent)]
-    Eval(#[from] crate::eval::EvalError),
+    Eval(#[from] crate::measure::eval::EvalError),
     #[error(transparent)]
-    Daemon(#[from] crate::daemon::DaemonError),
+    Load(#[from] crate::load::LoadError),
     #[error("bench worker for {what} failed: {reason}")]
     Worker { what: String, reason: String },
     // The config error is the source, printed after this by the error chain.
@@ -98,7 +99,7 @@ pub fn retrieval(
     let build_ms = t.elapsed().as_secs_f64() * 1e3;
     std::fs::create_dir_all(work).map_err(|e| BenchError::Setup(e.to_string()))?;
     let path = work.join("bench.twx");
-    crate::retrieval::write_atomic(&path, &bytes)?;
+    crate::retrieval::write_index(&path, &bytes)?;
     // Best of several opens: the first also pays for reading the file into
     // the page cache, which a running daemon does once.
     let mut open_ms = f64::MAX;
@@ -113,7 +114,7 @@ pub fn retrieval(
     let mut lat = Vec::new();
     for round in 0..(1000 / cases.len().max(1)).max(1) {
         for c in cases {
-            let q = crate::eval::query_for(&c.alarm);
+            let q = crate::measure::eval::query_for(&c.alarm);
             let t = Instant::now();
             let hits = idx.search(&q, 3)?;
             lat.push(t.elapsed().as_secs_f64() * 1e6);
@@ -193,7 +194,7 @@ pub struct ComboResult {
     pub accuracy: Option<f64>,
     /// `--speculation`: the RAG prompts with lookup off and on.
     #[serde(default)]
-    pub speculation: Option<crate::eval_speed::SpecReport>,
+    pub speculation: Option<crate::measure::speculation::SpecReport>,
 }
 
 /// Samples RssAnon and RssFile of this process every 20 ms and keeps the peaks.
@@ -204,18 +205,6 @@ struct RssSampler {
     handle: Option<std::thread::JoinHandle<()>>,
 }
 
-fn rss_kib() -> (u64, u64, u64) {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |k: &str| {
-        s.lines()
-            .find(|l| l.starts_with(k))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
-    (field("RssAnon:"), field("RssFile:"), field("VmHWM:"))
-}
-
 impl RssSampler {
     fn start() -> Self {
         let stop = Arc::new(AtomicBool::new(false));
@@ -224,9 +213,9 @@ impl RssSampler {
         let (s, a, f) = (stop.clone(), anon.clone(), file.clone());
         let handle = std::thread::spawn(move || {
             while !s.load(Ordering::Relaxed) {
-                let (ra, rf, _) = rss_kib();
-                a.fetch_max(ra, Ordering::Relaxed);
-                f.fetch_max(rf, Ordering::Relaxed);
+                let now = stats::rss();
+                a.fetch_max(now.anon_kib, Ordering::Relaxed);
+                f.fetch_max(now.file_kib, Ordering::Relaxed);
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
         });
@@ -243,21 +232,11 @@ impl RssSampler {
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
-        let (ra, rf, hwm) = rss_kib();
-        let a = self.anon.load(Ordering::Relaxed).max(ra);
-        let f = self.file.load(Ordering::Relaxed).max(rf);
-        (a as f64 / 1024.0, f as f64 / 1024.0, hwm as f64 / 1024.0)
+        let now = stats::rss();
+        let a = self.anon.load(Ordering::Relaxed).max(now.anon_kib);
+        let f = self.file.load(Ordering::Relaxed).max(now.file_kib);
+        (stats::mib(a), stats::mib(f), stats::mib(now.peak_kib))
     }
-}
-
-/// Mean and standard deviation of repeated runs.
-type MeanSd = (f64, f64);
-
-fn mean_sd(v: &[f64]) -> MeanSd {
-    let n = v.len().max(1) as f64;
-    let m = v.iter().sum::<f64>() / n;
-    let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / n;
-    (m, var.sqrt())
 }
 
 /// Measures pp and tg the way llama-bench does: random tokens, a warm-up run,
@@ -328,7 +307,8 @@ fn throughput(
     Ok((mean_sd(&pp_runs), mean_sd(&tg_runs)))
 }
 
-/// Runs one configuration in this process (the child side of `run_combo`).
+/// Runs one configuration in this process: the `--worker` child that
+/// `commands::bench` starts for each combination.
 pub async fn worker(
     cfg: &Config,
     c: &Combo,
@@ -348,7 +328,7 @@ pub async fn worker(
     let t = Instant::now();
     // The daemon's own loader (index, model, one slot), so what is measured
     // is what `run` starts; cold, without the saved prefix, so TTFT compares.
-    let (pipeline, mut slots) = crate::daemon::load_pipeline(run, false).await?;
+    let (pipeline, mut slots) = crate::load::pipeline(run, false).await?;
     let load_ms = t.elapsed().as_secs_f64() * 1e3;
     let model = pipeline.model.model.clone();
     let c2 = c.clone();
@@ -358,12 +338,13 @@ pub async fn worker(
     let ((pp, pp_sd), (tg, tg_sd)) = match measured {
         Ok(Ok(m)) => m,
         Ok(Err(e)) | Err(e) => {
-            crate::daemon::stop_slots(slots, hard).await;
+            crate::load::stop_slots(slots, hard).await;
             return Err(e);
         }
     };
     let info = pipeline.model.info.clone();
-    let (mut ttft, mut latency, mut overhead) = (crate::ttft::TtftStats::default(), None, None);
+    let (mut ttft, mut latency, mut overhead) =
+        (crate::measure::ttft::TtftStats::default(), None, None);
     let mut split: Option<(f64, f64)> = None;
     let mut spec = None;
     if c.rag_cases > 0 && !cases.is_empty() {
@@ -377,7 +358,7 @@ pub async fn worker(
         let style = crate::llm::Style::Schema;
         for case in cases.iter().take(c.rag_cases.max(1)) {
             slot.keep_cache(0).await;
-            let cold = crate::eval::probe_ttft(&pipeline, slot, &case.alarm, style).await;
+            let cold = crate::measure::eval::probe_ttft(&pipeline, slot, &case.alarm, style).await;
             slot.keep_cache(prefix_tokens).await;
             let t = Instant::now();
             let tr = pipeline.diagnose_traced(slot, &case.alarm, style).await;
@@ -388,14 +369,14 @@ pub async fn worker(
                 wall += o.total_ms;
                 llama += o.llama_decode_ms;
             }
-            probes.push(crate::ttft::CaseProbes {
+            probes.push(crate::measure::ttft::CaseProbes {
                 cold,
-                prefix: crate::ttft::Probe::of(tr.first.as_ref().map(|o| o.ttft_ms)),
-                repeat: crate::ttft::Probe::Skipped,
+                prefix: crate::measure::ttft::Probe::of(tr.first.as_ref().map(|o| o.ttft_ms)),
+                repeat: crate::measure::ttft::Probe::Skipped,
             });
         }
-        ttft = crate::ttft::stats(&probes);
-        latency = (!lats.is_empty()).then(|| lats.iter().sum::<f64>() / lats.len() as f64);
+        ttft = crate::measure::ttft::stats(&probes);
+        latency = stats::mean(&lats);
         let n = lats.len() as f64;
         split = (!lats.is_empty()).then_some((chosen / n, fed / n));
         overhead = (llama > 0.0).then(|| wall / llama - 1.0);
@@ -404,13 +385,15 @@ pub async fn worker(
                 .cfg
                 .llm
                 .lookup
-                .unwrap_or(crate::eval_speed::DEFAULT_LOOKUP);
+                .unwrap_or(crate::measure::speculation::DEFAULT_LOOKUP);
             let picked = &cases[..c.rag_cases.min(cases.len())];
-            spec =
-                Some(crate::eval_speed::run_spec(&pipeline, slot, picked, 1, lookup, false).await);
+            spec = Some(
+                crate::measure::speculation::run_spec(&pipeline, slot, picked, 1, lookup, false)
+                    .await,
+            );
         }
     }
-    crate::daemon::stop_slots(slots, hard).await;
+    crate::load::stop_slots(slots, hard).await;
     let (anon, file, hwm) = rss.finish();
     let peak = hwm.max(anon + file);
     Ok(ComboResult {
@@ -695,7 +678,7 @@ mod tests {
         let plain = table(&[r("a", 100.0, 0.5, true)]);
         assert!(!plain.contains("Speculative decoding"));
         let mut m = r("a", 100.0, 0.5, true);
-        m.speculation = Some(crate::eval_speed::SpecReport {
+        m.speculation = Some(crate::measure::speculation::SpecReport {
             cases: 3,
             gen_ms_off_p50: 8200.0,
             gen_ms_on_p50: 8759.0,

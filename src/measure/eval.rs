@@ -10,6 +10,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::alarm::Alarm;
+use crate::measure::stats::percentile;
 use crate::retrieval::{Hit, Index, Query};
 
 #[derive(Debug, thiserror::Error)]
@@ -30,8 +31,6 @@ pub struct Gold {
 #[derive(Debug, Clone, Deserialize)]
 pub struct Case {
     pub case: String,
-    #[serde(default)]
-    pub lang: String,
     pub class: String,
     pub alarm: Alarm,
     pub gold: Gold,
@@ -109,14 +108,6 @@ pub struct RetrievalReport {
     pub p50_us: f64,
     pub p99_us: f64,
     pub per_class: BTreeMap<String, ClassStats>,
-}
-
-pub fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
 }
 
 pub fn run_retrieval(index: &Index, cases: &[Case]) -> Result<RetrievalReport, EvalError> {
@@ -198,21 +189,16 @@ pub fn published(payload: &[u8]) -> Option<crate::diagnosis::Diagnosis> {
     (!d.summary.trim().is_empty() && likely && causes).then_some(d)
 }
 
-/// True if the bytes the daemon would publish for this trace are a valid
-/// diagnosis. Not the model's draft: on the schema path that is rendered by
-/// serde and parses by construction.
-pub fn published_json_valid(tr: &crate::pipeline::Trace) -> bool {
-    crate::diagnosis::payload(&tr.diagnosis).is_ok_and(|b| published(&b).is_some())
-}
-
 /// True if an answer as the model read it back is one JSON object: its
 /// every choice was made in the context of well-formed JSON.
-pub fn seen_is_json(seen: &str) -> bool {
+fn seen_is_json(seen: &str) -> bool {
     serde_json::from_str::<serde_json::Value>(seen).is_ok_and(|v| v.is_object())
 }
 
 /// Scores one case's answer: its published bytes, its mode and the expected
-/// cause keywords in its summary, causes and actions.
+/// cause keywords in its summary, causes and actions. Validity is judged on
+/// the bytes the daemon would publish, not on the model's draft: on the
+/// schema path that is rendered by serde and parses by construction.
 pub fn outcome(tr: &crate::pipeline::Trace, keywords: &[String]) -> Outcome {
     let wire = crate::diagnosis::payload(&tr.diagnosis)
         .ok()
@@ -369,17 +355,14 @@ mod tests {
         // a payload that does not parse into the contract.
         let mut d = answer(Mode::Full);
         d.timings.ttft_ms = f64::NAN;
-        assert!(!published_json_valid(&trace(d, Some(DRAFT))));
+        assert!(!outcome(&trace(d, Some(DRAFT)), &[]).valid);
         // An empty summary on the wire breaks the contract whatever the draft said.
         let mut d = answer(Mode::Full);
         d.summary.clear();
-        assert!(!published_json_valid(&trace(d, Some(DRAFT))));
+        assert!(!outcome(&trace(d, Some(DRAFT)), &[]).valid);
         // The slot produced nothing, and the degraded answer published is valid JSON.
-        assert!(published_json_valid(&trace(answer(Mode::Degraded), None)));
-        assert!(published_json_valid(&trace(
-            answer(Mode::Full),
-            Some(DRAFT)
-        )));
+        assert!(outcome(&trace(answer(Mode::Degraded), None), &[]).valid);
+        assert!(outcome(&trace(answer(Mode::Full), Some(DRAFT)), &[]).valid);
     }
 
     // Issue J item 4: keyword hits of degraded answers (built from the
@@ -529,13 +512,6 @@ mod tests {
             "Lube oil pressure low: filter choked or pump worn."
         ));
     }
-
-    #[test]
-    fn percentiles_pick_from_sorted_samples() {
-        let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(percentile(&v, 0.5), 51.0);
-        assert_eq!(percentile(&v, 0.99), 99.0);
-    }
 }
 
 /// The accuracy dimension, measured through the real pipeline.
@@ -584,7 +560,7 @@ pub struct FullReport {
     /// prefix hit (every case) and repeated at once with a new value; medians
     /// over the probes that succeeded, and how many failed.
     #[serde(flatten)]
-    pub ttft: crate::ttft::TtftStats,
+    pub ttft: crate::measure::ttft::TtftStats,
     pub latency_ms_p50: f64,
     pub latency_ms_p90: f64,
     pub latency_ms_p99: f64,
@@ -688,8 +664,8 @@ pub async fn probe_ttft(
     slot: &mut crate::llm::Slot,
     alarm: &Alarm,
     style: crate::llm::Style,
-) -> crate::ttft::Probe {
-    use crate::ttft::Probe;
+) -> crate::measure::ttft::Probe {
+    use crate::measure::ttft::Probe;
     if !matches!(style, crate::llm::Style::Schema) {
         let tr = pipeline.diagnose_traced(slot, alarm, style).await;
         return Probe::of(tr.first.as_ref().map(|o| o.ttft_ms));
@@ -723,7 +699,7 @@ pub async fn run_full(
     style: crate::llm::Style,
     progress: bool,
 ) -> FullReport {
-    use crate::ttft::{CaseProbes, Probe};
+    use crate::measure::ttft::{CaseProbes, Probe};
     let n = cases.len().max(1) as f64;
     let (mut empty, mut hit3) = (0, 0);
     let (mut prompt, mut gen, mut lat, mut tps) = (vec![], vec![], vec![], vec![]);
@@ -802,7 +778,7 @@ pub async fn run_full(
         prompt_tokens_max: prompt.last().copied().unwrap_or(0.0),
         generated_tokens_mean: gen.iter().sum::<f64>() / gen.len().max(1) as f64,
         prefix_tokens,
-        ttft: crate::ttft::stats(&probes),
+        ttft: crate::measure::ttft::stats(&probes),
         latency_ms_p50: percentile(&lat, 0.5),
         latency_ms_p90: percentile(&lat, 0.9),
         latency_ms_p99: percentile(&lat, 0.99),

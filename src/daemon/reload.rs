@@ -12,8 +12,8 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::systemd::Notifier;
 use crate::retrieval::{Index, IndexError, LiveIndex};
-use crate::systemd::Notifier;
 
 /// What a reload needs.
 pub struct Reloader {

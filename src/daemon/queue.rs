@@ -73,10 +73,6 @@ impl<T> Scheduler<T> {
         self.order.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.order.is_empty()
-    }
-
     fn insert_key(&mut self, key: Key) {
         let at = self.order.binary_search(&key).unwrap_or_else(|i| i);
         // Capacity was checked by the caller, so this cannot overflow.

@@ -252,6 +252,7 @@ impl<T> Delivery<T> {
     }
 
     /// Diagnoses stored and not yet delivered.
+    #[cfg(test)]
     pub fn undelivered(&self) -> usize {
         self.entries.len()
     }
@@ -261,6 +262,7 @@ impl<T> Delivery<T> {
         self.denials.len()
     }
 
+    #[cfg(test)]
     pub fn is_delivered(&self, key: &Key) -> bool {
         self.delivered.contains(key)
     }

@@ -1,451 +1,37 @@
-//! The daemon: wires MQTT intake, the queue, one worker per slot, delivery,
-//! status reporting and systemd notifications, and shuts them down in order.
-//!
-//! `run` is load → connect → spawn → serve → shutdown. The serving loop is a
-//! thin I/O shell: what to publish and when an alarm may be acknowledged is
-//! decided by `delivery::Delivery`, what is kept on disk by `inbox` (alarms)
-//! and `outbox` (diagnoses), who is diagnosed first by `queue`.
+//! The hub: the one task that owns the MQTT client, the delivery machine,
+//! the inbox and the outbox, so none of them needs a lock. It takes alarms
+//! in (checks them, journals them, queues or triages them), stores the
+//! diagnoses the workers hand back, acknowledges and publishes in group
+//! commits, and reports the status and its counters.
 //!
 //! Disk writes are grouped: the hub appends the alarms and diagnoses of a
 //! burst without fsync, and when no more input is waiting (or a batch is
 //! full) `flush` fsyncs the outbox and the inbox once each, then
 //! acknowledges the burst's alarms and publishes its diagnoses. That is what
-//! takes a storm off the broker faster than the model answers it. Each long-lived task is an async fn taking a
-//! `CancellationToken`; only `main` listens for signals, and asks for an index
-//! reload through a `Notify` (see `reload`). On cancel, unfinished
-//! alarms are left unacknowledged so the broker redelivers them to the next
-//! start, and the slot threads are cancelled and joined before exit.
+//! takes a storm off the broker faster than the model answers it.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
 
 use rumqttc::v5::mqttbytes::v5::Publish;
-use rumqttc::v5::{AsyncClient, EventLoop};
-use tokio::sync::{mpsc, Notify};
+use rumqttc::v5::AsyncClient;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
-use crate::alarm::{self, Alarm};
-use crate::config::Config;
-use crate::delivery::{Delivery, Key, Output, Receipt, Settings};
+use super::delivery::{self, Delivery, Key, Output, Receipt, Settings};
+use super::inbox::{self, Inbox};
+use super::mqtt::{self, Inbound};
+use super::outbox::{self, Outbox};
+use super::queue::Offer;
+use super::systemd::Notifier;
+use super::{Done, Shared};
+use crate::alarm::{self, Alarm, Topics};
 use crate::diagnosis::Diagnosis;
-use crate::inbox::Inbox;
-use crate::llm::{Model, Slot, SlotSettings};
-use crate::mqtt::{self, Inbound, PollerTx, Topics};
-use crate::outbox::Outbox;
-use crate::pipeline::{Counters, Pipeline};
-use crate::queue::{Offer, Scheduler};
-use crate::retrieval::{Index, LiveIndex};
-use crate::systemd::{self, Notifier};
-
-#[derive(Debug, thiserror::Error)]
-pub enum DaemonError {
-    #[error(transparent)]
-    Index(#[from] crate::retrieval::IndexError),
-    #[error(transparent)]
-    Llm(#[from] crate::llm::LlmError),
-    #[error(transparent)]
-    Mqtt(#[from] mqtt::MqttError),
-    #[error("state_dir {path}: {source}")]
-    StateDir {
-        path: String,
-        source: std::io::Error,
-    },
-}
-
-impl DaemonError {
-    /// True when a restart cannot fix it: a missing or damaged index, a
-    /// model that does not load, unreadable TLS files (exit status 78).
-    pub fn is_config(&self) -> bool {
-        matches!(
-            self,
-            DaemonError::Index(_)
-                | DaemonError::Llm(crate::llm::LlmError::Load { .. })
-                | DaemonError::Mqtt(mqtt::MqttError::Tls { .. })
-        )
-    }
-}
-
-/// Loads the index and the model and starts `n` slots. Shared by `run`,
-/// `diagnose` and `eval`. With `warm`, each slot starts with the static
-/// prompt prefix in its KV cache, restored from (or saved to) `state_dir/kv`;
-/// `eval` goes without, to measure a cold start.
-pub async fn load(
-    cfg: &Config,
-    warm: bool,
-) -> Result<(Arc<Index>, Arc<Model>, Vec<Slot>, Arc<Counters>), DaemonError> {
-    let index = Arc::new(Index::open(&cfg.knowledge.index)?);
-    let model_path = cfg.llm.model.clone();
-    let llm_cfg = cfg.llm.clone();
-    let model = tokio::task::spawn_blocking(move || Model::load(&model_path, &llm_cfg))
-        .await
-        .map_err(|e| crate::llm::LlmError::Load {
-            path: cfg.llm.model.display().to_string(),
-            reason: e.to_string(),
-        })??;
-    let model = Arc::new(model);
-    let counters = Arc::new(Counters::default());
-    let settings = SlotSettings {
-        ctx: cfg.llm.ctx,
-        batch: cfg.llm.batch,
-        threads: cfg.llm.threads,
-        cpus: cfg.llm.cpus.clone(),
-        prefix: if warm {
-            Some(crate::llm::PrefixSpec {
-                text: model.static_prefix()?,
-                dir: Some(cfg.state_dir.join("kv")),
-                model_key: model.info.key.clone(),
-            })
-        } else {
-            None
-        },
-        // The budget is for the process; each slot keeps its own share.
-        prompt_cache_bytes: (cfg.llm.prompt_cache_mib as usize) * (1 << 20)
-            / cfg.llm.slots.max(1) as usize,
-        verify_rows: cfg
-            .llm
-            .lookup
-            .map_or(0, |l| crate::llm::slot::verify_rows(l.draft_max)),
-    };
-    let mut slots = Vec::new();
-    for i in 0..cfg.llm.slots as usize {
-        match Slot::start(
-            i,
-            model.model.clone(),
-            settings.clone(),
-            counters.slots.clone(),
-        )
-        .await
-        {
-            Ok(s) => slots.push(s),
-            Err(e) => {
-                stop_slots(slots, cfg.watchdog.hard_timeout).await;
-                return Err(e.into());
-            }
-        }
-    }
-    Ok((index, model, slots, counters))
-}
-
-/// `load`, assembled into a pipeline: what the one-shot commands need.
-pub async fn load_pipeline(cfg: Config, warm: bool) -> Result<(Pipeline, Vec<Slot>), DaemonError> {
-    let (index, model, slots, counters) = load(&cfg, warm).await?;
-    let pipeline = Pipeline {
-        index: Arc::new(LiveIndex::new(index)),
-        model,
-        cfg: Arc::new(cfg),
-        counters,
-    };
-    Ok((pipeline, slots))
-}
-
-/// Cancels and joins slot threads, each within `hard`: a thread still inside
-/// llama_decode when the process exits races llama.cpp's teardown.
-pub async fn stop_slots(slots: Vec<Slot>, hard: Duration) {
-    for slot in slots {
-        slot.stop(hard).await;
-    }
-}
-
-/// What the workers and the serving loop share.
-struct Shared {
-    pipeline: Pipeline,
-    sched: Mutex<Scheduler<Key>>,
-    work: Notify,
-    epoch: Instant,
-}
-
-impl Shared {
-    fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
-    }
-
-    fn queue(&self) -> std::sync::MutexGuard<'_, Scheduler<Key>> {
-        self.sched.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// A finished diagnosis and the alarms it answers.
-struct Done {
-    alarms: Vec<(Alarm, Key)>,
-    diagnosis: Diagnosis,
-    slot: Option<usize>,
-}
-
-/// Runs the daemon until `cancel` fires; each `reload` notification reopens
-/// the index.
-pub async fn run(
-    cfg: Config,
-    reload: Arc<Notify>,
-    cancel: CancellationToken,
-) -> Result<(), DaemonError> {
-    let notifier = Arc::new(Notifier::from_env());
-    // Everything that can fail on a bad config or state dir is checked before
-    // the model loads: it is quicker to report, and nothing is decoding yet.
-    std::fs::create_dir_all(&cfg.state_dir).map_err(|source| DaemonError::StateDir {
-        path: cfg.state_dir.display().to_string(),
-        source,
-    })?;
-    let mqtt_options = mqtt::options(&cfg.mqtt)?;
-    let outbox = open_outbox(&cfg);
-    let inbox = open_inbox(&cfg);
-    notifier.status("loading model and index");
-    let (index, model, slots, counters) = load(&cfg, true).await?;
-    tracing::info!(
-        model = %model.info.name,
-        arch = %model.info.architecture,
-        template = model.family().name(),
-        passages = index.n_passages(),
-        slots = slots.len(),
-        "model and index loaded"
-    );
-    let hard = cfg.watchdog.hard_timeout;
-    let cfg = Arc::new(cfg);
-    let shared = Arc::new(Shared {
-        pipeline: Pipeline {
-            index: Arc::new(LiveIndex::new(index)),
-            model,
-            cfg: cfg.clone(),
-            counters,
-        },
-        sched: Mutex::new(Scheduler::new(
-            cfg.queue.capacity,
-            cfg.queue.dedup_window.as_millis() as u64,
-        )),
-        work: Notify::new(),
-        epoch: Instant::now(),
-    });
-    let (client, eventloop) = AsyncClient::new(mqtt_options, mqtt::CLIENT_QUEUE);
-    let tracker = TaskTracker::new();
-    let mqtt_turned = Arc::new(AtomicU64::new(0));
-    let (events, qos0, poller) = connect(&tracker, eventloop, &shared, &mqtt_turned);
-    let (done_tx, done_rx) = mpsc::unbounded_channel();
-    let workers = spawn(
-        &tracker,
-        &shared,
-        slots,
-        done_tx,
-        &notifier,
-        &mqtt_turned,
-        &cancel,
-    );
-    tracker.spawn(crate::reload::run(
-        crate::reload::Reloader {
-            path: cfg.knowledge.index.clone(),
-            index: shared.pipeline.index.clone(),
-            notifier: notifier.clone(),
-        },
-        reload,
-        cancel.clone(),
-    ));
-    let mut hub = Hub::new(shared, client, outbox, inbox, notifier.clone());
-    hub.replay();
-    hub.serve(events, qos0, done_rx, &cancel).await;
-    shutdown(hub, tracker, workers, poller, hard).await;
-    Ok(())
-}
-
-/// Opens the outbox and says in the journal what it found. Never fails: on a
-/// read-only, full or failing disk the daemon still answers alarms, from
-/// memory, and says why its diagnoses are not on disk.
-fn open_outbox(cfg: &Config) -> Outbox {
-    let (outbox, report) = Outbox::open(&cfg.state_dir, cfg.outbox.max_bytes);
-    if report.torn_bytes > 0 {
-        tracing::warn!(
-            bytes = report.torn_bytes,
-            "outbox ended in a torn record (power loss?); it was cut off"
-        );
-    }
-    if report.damaged_bytes > 0 {
-        tracing::warn!(
-            bytes = report.damaged_bytes,
-            "outbox had damaged records; they were skipped and the rest kept"
-        );
-    }
-    if let Some(err) = &report.not_rewritten {
-        tracing::warn!(
-            error = %err,
-            "outbox damage could not be rewritten away; new diagnoses are still stored after it, and it is skipped again at the next start"
-        );
-    }
-    if let Some(err) = &report.not_writable {
-        tracing::error!(
-            error = %err,
-            "outbox cannot be written: what it held is delivered, new diagnoses are kept in memory and delivered from there (their alarms acknowledged only after that), and every diagnosis tries to write it again"
-        );
-    } else if report.upgraded {
-        tracing::info!("outbox rewritten in the current format");
-    }
-    if report.remembered < crate::outbox::CACHE_ENTRIES {
-        tracing::info!(
-            remembered = report.remembered,
-            max_bytes = cfg.outbox.max_bytes,
-            "outbox.max_bytes keeps only the newest delivered alarms across restarts (a quarter of it holds their keys)"
-        );
-    }
-    if report.pending > 0 {
-        tracing::info!(
-            pending = report.pending,
-            "undelivered diagnoses in the outbox will be delivered"
-        );
-    }
-    outbox
-}
-
-/// The inbox, or None when it cannot be opened at all (an unwritable state
-/// dir): the daemon still runs, and acknowledges each alarm only once its
-/// diagnosis is delivered, as before there was an inbox. A crash loop over a
-/// bad disk would answer nothing.
-fn open_inbox(cfg: &Config) -> Option<Inbox> {
-    match Inbox::open(&cfg.state_dir, cfg.inbox.max_bytes) {
-        Ok((inbox, report)) => {
-            if report.torn_bytes > 0 {
-                tracing::warn!(
-                    bytes = report.torn_bytes,
-                    "inbox ended in a torn record (power loss?); it was cut off"
-                );
-            }
-            if report.damaged_bytes > 0 {
-                tracing::warn!(
-                    bytes = report.damaged_bytes,
-                    "inbox had damaged records; they were skipped and the rest kept"
-                );
-            }
-            if let Some(e) = &report.not_compacted {
-                tracing::warn!(error = %e, "inbox could not be rewritten clean; appending to it as it is");
-            }
-            Some(inbox)
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "inbox unavailable; each alarm is acknowledged only after its diagnosis is delivered, and a storm is answered in the broker's window");
-            None
-        }
-    }
-}
-
-type Events = (
-    mpsc::UnboundedReceiver<Inbound>,
-    mpsc::Receiver<Publish>,
-    Poller,
-);
-
-/// The task that owns the MQTT event loop, for shutdown.
-struct Poller {
-    /// Its own token, not the daemon's cancel: it must outlive the cancel
-    /// until the offline status and the DISCONNECT are on the wire.
-    stop: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
-}
-
-/// How long shutdown waits for the broker to take the offline status and the
-/// DISCONNECT: a broker that is gone must not hold up a stop or a restart
-/// (its last will then says offline).
-const DISCONNECT_WAIT: Duration = Duration::from_secs(2);
-
-/// Starts the task that owns the MQTT event loop.
-fn connect(
-    tracker: &TaskTracker,
-    eventloop: EventLoop,
-    shared: &Shared,
-    turned: &Arc<AtomicU64>,
-) -> Events {
-    let (events_tx, events) = mpsc::unbounded_channel();
-    let (qos0_tx, qos0) = mpsc::channel(1024);
-    let stop = CancellationToken::new();
-    let task = tracker.spawn(mqtt::run_poller(
-        eventloop,
-        PollerTx {
-            events: events_tx,
-            qos0: qos0_tx,
-        },
-        turned.clone(),
-        shared.epoch,
-        stop.clone(),
-    ));
-    (events, qos0, Poller { stop, task })
-}
-
-/// Starts one worker per slot and the systemd watchdog. Workers hand their
-/// slot back when they end, so shutdown can join the slot threads.
-fn spawn(
-    tracker: &TaskTracker,
-    shared: &Arc<Shared>,
-    slots: Vec<Slot>,
-    done: mpsc::UnboundedSender<Done>,
-    notifier: &Arc<Notifier>,
-    turned: &Arc<AtomicU64>,
-    cancel: &CancellationToken,
-) -> Vec<tokio::task::JoinHandle<Slot>> {
-    let workers = slots
-        .into_iter()
-        .map(|slot| tracker.spawn(worker(shared.clone(), slot, done.clone(), cancel.clone())))
-        .collect();
-    let s = shared.clone();
-    let turned = turned.clone();
-    let keep_alive = shared.pipeline.cfg.mqtt.keep_alive;
-    let healthy = move || {
-        let limit = (keep_alive * 3).max(Duration::from_secs(30));
-        crate::watchdog::process_alive(
-            turned.load(Ordering::Relaxed),
-            s.now_ms(),
-            limit,
-            s.pipeline.counters.slots.lost.load(Ordering::Relaxed),
-        )
-    };
-    tracker.spawn(systemd::run_watchdog(
-        notifier.clone(),
-        healthy,
-        cancel.clone(),
-    ));
-    workers
-}
-
-async fn shutdown(
-    hub: Hub,
-    tracker: TaskTracker,
-    workers: Vec<tokio::task::JoinHandle<Slot>>,
-    mut poller: Poller,
-    hard: Duration,
-) {
-    hub.notifier.stopping();
-    tracing::info!("shutting down; alarms not yet answered stay in the inbox (or unacknowledged) for the next start");
-    let offline = serde_json::json!({"state": "offline", "ts": crate::diagnosis::now_rfc3339()});
-    let queued = mqtt::publish_info(
-        &hub.client,
-        hub.topics.status(),
-        offline.to_string().into_bytes(),
-        true,
-    )
-    .is_ok()
-        && hub.client.try_disconnect().is_ok();
-    // The poller writes both, in order, and ends on the DISCONNECT; without a
-    // connection there is nothing to wait for.
-    if queued && hub.delivery.is_connected() {
-        match tokio::time::timeout(DISCONNECT_WAIT, &mut poller.task).await {
-            Ok(_) => tracing::info!("offline status published; disconnected from the broker"),
-            Err(_) => tracing::warn!(
-                wait_s = DISCONNECT_WAIT.as_secs(),
-                "the broker did not take the disconnect in time; its last will says offline"
-            ),
-        }
-    }
-    poller.stop.cancel();
-    tracker.close();
-    tracker.wait().await;
-    let mut slots = Vec::new();
-    for w in workers {
-        if let Ok(slot) = w.await {
-            slots.push(slot);
-        }
-    }
-    stop_slots(slots, hard).await;
-    tracing::info!("slot threads stopped");
-}
 
 /// The serving loop's state: the delivery machine, the inbox, the outbox
 /// and the MQTT client. Owned by one task, so none of it needs a lock.
-struct Hub {
+pub(super) struct Hub {
     s: Arc<Shared>,
     client: AsyncClient,
     topics: Topics,
@@ -500,7 +86,7 @@ fn intake_delay() -> Option<Duration> {
 }
 
 impl Hub {
-    fn new(
+    pub(super) fn new(
         s: Arc<Shared>,
         client: AsyncClient,
         outbox: Outbox,
@@ -508,7 +94,7 @@ impl Hub {
         notifier: Arc<Notifier>,
     ) -> Self {
         let mut delivery = Delivery::new(Settings {
-            remembered: crate::outbox::CACHE_ENTRIES,
+            remembered: outbox::CACHE_ENTRIES,
             ..Settings::default()
         });
         delivery.restore(
@@ -540,7 +126,26 @@ impl Hub {
         }
     }
 
-    async fn serve(
+    /// Says goodbye: STOPPING to systemd, then the offline status and the
+    /// DISCONNECT to the client. True when both are queued on a connection
+    /// that is up, so the poller will write them.
+    pub(super) fn sign_off(&self) -> bool {
+        self.notifier.stopping();
+        tracing::info!("shutting down; alarms not yet answered stay in the inbox (or unacknowledged) for the next start");
+        let offline =
+            serde_json::json!({"state": "offline", "ts": crate::diagnosis::now_rfc3339()});
+        let queued = mqtt::publish_info(
+            &self.client,
+            self.topics.status(),
+            offline.to_string().into_bytes(),
+            true,
+        )
+        .is_ok()
+            && self.client.try_disconnect().is_ok();
+        queued && self.delivery.is_connected()
+    }
+
+    pub(super) async fn serve(
         &mut self,
         mut events: mpsc::UnboundedReceiver<Inbound>,
         mut qos0: mpsc::Receiver<Publish>,
@@ -593,11 +198,11 @@ impl Hub {
     /// Alarms the inbox kept across a restart (a crash, a SIGTERM mid-work):
     /// diagnosed again, unless the outbox shows they were answered. Their
     /// receipts were acknowledged, or will be at once on redelivery.
-    fn replay(&mut self) {
+    pub(super) fn replay(&mut self) {
         let Some(inbox) = &self.inbox else {
             return;
         };
-        let held: Vec<crate::inbox::Held> = inbox.held().cloned().collect();
+        let held: Vec<inbox::Held> = inbox.held().cloned().collect();
         let (mut again, mut answered) = (0usize, Vec::new());
         for h in held {
             if !self.delivery.restore_journaled(h.key) {
@@ -742,7 +347,7 @@ impl Hub {
                 }
                 self.carry_out(out);
             }
-            Inbound::Disconnected { dropped, seen, .. } => {
+            Inbound::Disconnected { dropped, seen } => {
                 self.live = None;
                 self.subscribe_pending = false;
                 self.delivery.disconnected(dropped);
@@ -811,7 +416,7 @@ impl Hub {
     /// (see `delivery`). At error level on the first refusal and then at
     /// doubling counts, so a long-standing ACL mistake does not flood the
     /// journal; the status counts them all along.
-    fn log_refusal(&self, r: crate::delivery::Refusal, reason: &str) {
+    fn log_refusal(&self, r: delivery::Refusal, reason: &str) {
         let (topic, alarm_id) = self
             .outbox
             .get(r.seq)
@@ -1082,54 +687,6 @@ fn status_line(v: &serde_json::Value) -> String {
         v["outbox_pending"],
         v["denied"]
     )
-}
-
-async fn worker(
-    s: Arc<Shared>,
-    mut slot: Slot,
-    done: mpsc::UnboundedSender<Done>,
-    cancel: CancellationToken,
-) -> Slot {
-    loop {
-        let job = {
-            let mut q = s.queue();
-            let j = q.pop();
-            s.pipeline
-                .counters
-                .queue_depth
-                .store(q.len() as u64, Ordering::Relaxed);
-            j
-        };
-        let Some(job) = job else {
-            tokio::select! {
-                _ = cancel.cancelled() => return slot,
-                _ = s.work.notified() => {}
-                // Belt and braces against a lost wake-up.
-                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
-            }
-            continue;
-        };
-        crate::crash::injected_panic(crate::crash::Place::Worker);
-        tracing::info!(
-            alarm_id = %job.primary().id,
-            equipment = %job.primary().equipment,
-            code = %job.primary().code,
-            slot = slot.id,
-            merged = job.alarms.len() - 1,
-            "diagnosing"
-        );
-        let d = tokio::select! {
-            // Dropping the job leaves its alarms unacknowledged; `stop`
-            // cancels the generation still running on the slot thread.
-            _ = cancel.cancelled() => return slot,
-            d = s.pipeline.diagnose(&mut slot, job.primary()) => d,
-        };
-        let _ = done.send(Done {
-            alarms: job.alarms,
-            diagnosis: d,
-            slot: Some(slot.id),
-        });
-    }
 }
 
 #[cfg(test)]

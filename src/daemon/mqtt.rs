@@ -1,4 +1,4 @@
-//! MQTT: client options, topic names, and the task that owns the event loop.
+//! MQTT: client options and the task that owns the event loop.
 //!
 //! The daemon speaks MQTT 5 (rumqttc's `v5` client): under 3.1.1 a broker
 //! answers a publish its ACL denies with an ordinary PUBACK, so a diagnosis
@@ -22,6 +22,7 @@ use rumqttc::{Outgoing, Transport};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::alarm::Topics;
 use crate::config::MqttConfig;
 
 #[derive(Debug, thiserror::Error)]
@@ -34,27 +35,6 @@ pub enum MqttError {
     /// nothing here resends it, so only the topic is kept.
     #[error("mqtt client queue is full or closed; publish to {topic} not queued")]
     ClientQueue { topic: String },
-}
-
-/// Topic names derived from `mqtt.topic_prefix`.
-#[derive(Debug, Clone)]
-pub struct Topics {
-    pub prefix: String,
-}
-
-impl Topics {
-    pub fn alarms(&self) -> String {
-        format!("{}/alarm/+", self.prefix)
-    }
-    pub fn diagnosis(&self, equipment: &str) -> String {
-        format!("{}/diagnosis/{equipment}", self.prefix)
-    }
-    pub fn error(&self) -> String {
-        format!("{}/error", self.prefix)
-    }
-    pub fn status(&self) -> String {
-        format!("{}/status", self.prefix)
-    }
 }
 
 /// Largest packet the daemon reads, announced to the broker in CONNECT
@@ -159,16 +139,15 @@ pub enum Inbound {
         reason: String,
     },
     SubAck,
-    /// Connection `epoch` is gone; `dropped` QoS 1 publishes queued in the
-    /// client were discarded unsent (see `delivery`). The hub answers on
+    /// The connection last reported up is gone (the poller logs why);
+    /// `dropped` QoS 1 publishes queued in the client were discarded unsent
+    /// (see `delivery`). The hub answers on
     /// `seen` once it has dropped that connection's ack handles: until then
     /// the poller does not reconnect, and after it the poller discards the
     /// acks the hub queued meanwhile, which would otherwise go out on the
     /// next connection under packet ids that mean other messages there.
     Disconnected {
-        error: String,
         dropped: u64,
-        epoch: u64,
         seen: tokio::sync::oneshot::Sender<()>,
     },
 }
@@ -344,12 +323,7 @@ pub async fn run_poller(
         }
         let dropped = drop_session(&mut eventloop);
         let (seen, hub_saw_it) = tokio::sync::oneshot::channel();
-        let _ = tx.events.send(Inbound::Disconnected {
-            error: e.to_string(),
-            dropped,
-            epoch: conn,
-            seen,
-        });
+        let _ = tx.events.send(Inbound::Disconnected { dropped, seen });
         let d = backoff(failures, rand::random::<f64>());
         failures = failures.saturating_add(1);
         let retry_in_ms = d.as_millis() as u64;
@@ -526,15 +500,5 @@ mod tests {
         assert_eq!(backoff(10, 0.0), Duration::from_millis(8_000));
         assert_eq!(backoff(10, 1.0), Duration::from_millis(10_000));
         assert!(backoff(3, 0.5) > backoff(3, 0.0));
-    }
-
-    #[test]
-    fn topics_follow_the_prefix() {
-        let t = Topics {
-            prefix: "tw".into(),
-        };
-        assert_eq!(t.alarms(), "tw/alarm/+");
-        assert_eq!(t.diagnosis("ME1"), "tw/diagnosis/ME1");
-        assert_eq!(t.status(), "tw/status");
     }
 }

@@ -13,7 +13,6 @@
 //! here decides what the records mean.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -117,33 +116,6 @@ pub fn open_rw(path: &Path) -> std::io::Result<File> {
         .open(path)
 }
 
-/// Makes a rename or a new file in `dir` survive a power cut: without it the
-/// directory entry may still name the old file after a crash.
-pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
-/// Replaces `path` with `bytes` so that a crash leaves either the old file or
-/// the new one whole: temp file (0600), fsync, rename, directory fsync.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        sync_dir(dir)?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,7 +161,8 @@ mod tests {
         let p = d.path().join("j.log");
         drop(open_rw(&p).unwrap());
         let q = d.path().join("k.log");
-        write_atomic(&q, b"x").unwrap();
+        // How a journal is rewritten whole (the inbox's compaction).
+        crate::durable::write_atomic(&q, b"x", crate::durable::Access::Private).unwrap();
         for f in [p, q] {
             let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o600, "{}", f.display());

@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use crate::eval::percentile;
+use crate::measure::stats::median;
 
 /// One TTFT measurement, or why there is none.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -98,12 +98,6 @@ pub fn stats(cases: &[CaseProbes]) -> TtftStats {
     s.prefix_over_cold = median(r_prefix);
     s.repeat_over_cold = median(r_repeat);
     s
-}
-
-/// The median of some samples; None without any, never 0.
-pub fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.sort_by(f64::total_cmp);
-    (!v.is_empty()).then(|| percentile(&v, 0.5))
 }
 
 #[cfg(test)]

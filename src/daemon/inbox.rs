@@ -22,8 +22,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::delivery::Key;
-use crate::journal;
+use super::delivery::Key;
+use super::journal;
+use crate::durable::{self, Access};
 
 const FILE_MAGIC: &[u8; 4] = b"TWIB";
 const FILE_VERSION: u32 = 1;
@@ -262,7 +263,7 @@ impl Inbox {
                 },
             ));
         }
-        journal::write_atomic(&self.path, &out).map_err(self.io())?;
+        durable::write_atomic(&self.path, &out, Access::Private).map_err(self.io())?;
         self.file = journal::open_rw(&self.path).map_err(self.io())?;
         self.size = out.len() as u64;
         self.dirty = false;
@@ -274,6 +275,7 @@ impl Inbox {
         self.book.order.values().map(|k| &self.book.held[k].1)
     }
 
+    #[cfg(test)]
     pub fn is_held(&self, key: &Key) -> bool {
         self.book.held.contains_key(key)
     }
@@ -282,10 +284,7 @@ impl Inbox {
         self.book.held.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.book.held.is_empty()
-    }
-
+    #[cfg(test)]
     pub fn size(&self) -> u64 {
         self.size
     }

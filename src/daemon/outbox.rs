@@ -32,8 +32,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::delivery::Key;
-use crate::journal::{self, u32_at};
+use super::delivery::Key;
+use super::journal::{self, u32_at};
 
 /// Delivered alarms remembered across restarts, at most (see
 /// `remembered_within`).
@@ -316,7 +316,7 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
     #[cfg(test)]
     tests::DIR_SYNCS.with(|s| s.borrow_mut().push(dir.to_path_buf()));
     fault(Step::DirSync)?;
-    File::open(dir)?.sync_all()
+    crate::durable::sync_dir(dir)
 }
 
 /// The disk operations a unit test can make fail, as a failing disk would
@@ -533,7 +533,7 @@ impl Outbox {
 
     /// Writes a diagnosis and returns its entry number; it is durable once
     /// `sync` returns, which the caller must wait for before publishing it
-    /// (one fsync covers a burst of entries: see the daemon's flush). When
+    /// (one fsync covers a burst of entries: see the hub's flush). When
     /// the undelivered diagnoses fill `max_bytes` or the disk fails, the entry
     /// is kept in memory only and `not_durable` says why: it is still
     /// delivered, and its alarm is still only acknowledged after that, so a
@@ -767,12 +767,13 @@ fn same_file(f: &File, path: &Path) -> bool {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
+    use crate::durable::tests::with_umask;
     use std::cell::RefCell;
 
     thread_local! {
-        pub(crate) static DIR_SYNCS: RefCell<Vec<PathBuf>> = const { RefCell::new(Vec::new()) };
+        pub(super) static DIR_SYNCS: RefCell<Vec<PathBuf>> = const { RefCell::new(Vec::new()) };
         /// Disk operations that fail on this thread, and how (see `fault`).
         pub(super) static FAIL: RefCell<std::collections::HashMap<Step, nix::errno::Errno>> =
             RefCell::new(std::collections::HashMap::new());
@@ -792,18 +793,6 @@ pub(crate) mod tests {
     /// The disk works again.
     fn heal() {
         FAIL.with(|f| f.borrow_mut().clear());
-    }
-
-    /// Runs `f` with the process umask set to `mask`. The umask is
-    /// process-wide, so tests that set it take turns.
-    pub(crate) fn with_umask<T>(mask: u32, f: impl FnOnce() -> T) -> T {
-        use nix::sys::stat::{umask, Mode};
-        static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-        let old = umask(Mode::from_bits_truncate(mask));
-        let out = f();
-        umask(old);
-        out
     }
 
     fn open(dir: &Path, max_bytes: u64) -> (Outbox, OpenReport) {

@@ -8,9 +8,10 @@
 
 use serde::Serialize;
 
-use crate::eval::{first_token as probe, keyword_hits, percentile, Case};
 use crate::llm::lookup::Lookup;
 use crate::llm::Step;
+use crate::measure::eval::{first_token as probe, keyword_hits, Case};
+use crate::measure::stats::{self, median};
 use crate::pipeline::{Pipeline, Trace};
 
 /// What `eval --speculation` and `bench --speculation` compare against when
@@ -165,21 +166,14 @@ pub fn modelled_ratio(
 /// did on the x86 development machine).
 pub fn extra_row_cost(verify_ms: &[f64], rows: usize) -> Option<f64> {
     let one = *verify_ms.first().filter(|v| **v > 0.0)?;
-    let mut slopes: Vec<f64> = (2..=rows.min(verify_ms.len()))
+    let slopes: Vec<f64> = (2..=rows.min(verify_ms.len()))
         .map(|k| (verify_ms[k - 1] / one - 1.0) / (k - 1) as f64)
         .collect();
-    if slopes.is_empty() {
-        return None;
-    }
-    slopes.sort_by(f64::total_cmp);
-    Some(slopes[slopes.len() / 2])
+    median(slopes)
 }
 
 pub fn spec_report(cases: &[SpecCase]) -> SpecReport {
-    let med = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        percentile(&v, 0.5)
-    };
+    let med = |v: Vec<f64>| median(v).unwrap_or(0.0);
     let tps = |tok: u32, ms: f64| {
         if ms > 0.0 {
             f64::from(tok) / (ms / 1e3)
@@ -374,28 +368,15 @@ pub struct InterleavedReport {
 
 /// Per-case ratio medians over cases where both probes succeeded.
 pub fn ratio_p50(pairs: &[(Option<f64>, Option<f64>)]) -> Option<f64> {
-    let mut r: Vec<f64> = pairs
-        .iter()
-        .filter_map(|p| match p {
-            (Some(c), Some(x)) if *c > 0.0 => Some(x / c),
-            _ => None,
-        })
-        .collect();
-    if r.is_empty() {
-        return None;
-    }
-    r.sort_by(f64::total_cmp);
-    Some(percentile(&r, 0.5))
-}
-
-fn rss_anon_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("RssAnon:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse::<f64>().ok())
-        .map_or(0.0, |kib| kib / 1024.0)
+    median(
+        pairs
+            .iter()
+            .filter_map(|p| match p {
+                (Some(c), Some(x)) if *c > 0.0 => Some(x / c),
+                _ => None,
+            })
+            .collect(),
+    )
 }
 
 /// Cold TTFT of `n` cases; then the cases in groups of `gap + 1`, each group
@@ -410,7 +391,7 @@ pub async fn run_interleaved(
     gap: usize,
     progress: bool,
 ) -> InterleavedReport {
-    let before = rss_anon_mib();
+    let before = stats::mib(stats::rss().anon_kib);
     let cases: Vec<&Case> = cases.iter().take(n).collect();
     let mut cold = Vec::new();
     for c in &cases {
@@ -449,11 +430,7 @@ pub async fn run_interleaved(
     if progress {
         eprintln!();
     }
-    let med = |v: &[Option<f64>]| {
-        let mut v: Vec<f64> = v.iter().flatten().copied().collect();
-        v.sort_by(f64::total_cmp);
-        (!v.is_empty()).then(|| percentile(&v, 0.5))
-    };
+    let med = |v: &[Option<f64>]| median(v.iter().flatten().copied().collect());
     let pairs: Vec<(Option<f64>, Option<f64>)> =
         cold.iter().copied().zip(repeat.iter().copied()).collect();
     InterleavedReport {
@@ -467,7 +444,7 @@ pub async fn run_interleaved(
         resumed,
         failed,
         rss_anon_mib_before: before,
-        rss_anon_mib_after: rss_anon_mib(),
+        rss_anon_mib_after: stats::mib(stats::rss().anon_kib),
     }
 }
 
@@ -568,7 +545,7 @@ mod tests {
         assert!((r.acceptance_rate - 0.5).abs() < 1e-9);
         assert!((r.keyword_hit_off - 1.0).abs() < 1e-9);
         assert!((r.keyword_hit_on - 0.5).abs() < 1e-9);
-        // Per-case ratios 0.5 and 0.75: the median of two is the lower here.
+        // Per-case ratios 0.5 and 0.75: the median of two is the upper one.
         assert!(r.gen_on_over_off_p50 <= 0.75 && r.gen_on_over_off_p50 >= 0.5);
     }
 

@@ -1,0 +1,381 @@
+//! The daemon: the service around the pipeline. It wires MQTT intake, the
+//! queue, one worker per slot, delivery, status reporting and systemd
+//! notifications, and shuts them down in order.
+//!
+//! `run` is load → connect → spawn → serve → shutdown. The serving loop
+//! (`hub`) is a thin I/O shell: what to publish and when an alarm may be
+//! acknowledged is decided by `delivery::Delivery`, what is kept on disk by
+//! `inbox` (alarms) and `outbox` (diagnoses), who is diagnosed first by
+//! `queue`; `worker` runs the pipeline on a slot.
+//!
+//! Each long-lived task is an async fn taking a `CancellationToken`; only
+//! `main` listens for signals, and asks for an index reload through a
+//! `Notify` (see `reload`). On cancel, unfinished alarms are left
+//! unacknowledged so the broker redelivers them to the next start, and the
+//! slot threads are cancelled and joined before exit.
+//!
+//! Only `main` enters the daemon: the one-shot commands and the
+//! measurements load the same components through `load`.
+
+mod delivery;
+mod hub;
+mod inbox;
+mod journal;
+mod mqtt;
+mod outbox;
+// Crate-visible for config's check of the queue's ceiling, until config owns
+// it. Scheduler::is_empty has no caller; it is left for a change to the
+// queue itself.
+mod queue;
+mod reload;
+mod systemd;
+mod worker;
+
+// What the integration tests drive without a broker: the outbox on a bad
+// disk, and the largest alarm the broker is told the daemon reads.
+pub use delivery::Key;
+pub use mqtt::{MqttError, MAX_INBOUND};
+pub use outbox::Outbox;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rumqttc::v5::mqttbytes::v5::Publish;
+use rumqttc::v5::{AsyncClient, EventLoop};
+use tokio::sync::{mpsc, Notify};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::alarm::Alarm;
+use crate::config::Config;
+use crate::diagnosis::Diagnosis;
+use crate::llm::Slot;
+use crate::load::{self, LoadError};
+use crate::pipeline::Pipeline;
+use crate::retrieval::LiveIndex;
+use hub::Hub;
+use inbox::Inbox;
+use mqtt::{Inbound, PollerTx};
+use queue::Scheduler;
+use systemd::Notifier;
+
+/// Why the daemon could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error(transparent)]
+    Mqtt(#[from] mqtt::MqttError),
+    #[error("state_dir {path}: {source}")]
+    StateDir {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+impl DaemonError {
+    /// True when a restart cannot fix it: what `LoadError::is_config` says,
+    /// or unreadable TLS files (exit status 78).
+    pub fn is_config(&self) -> bool {
+        match self {
+            DaemonError::Load(e) => e.is_config(),
+            DaemonError::Mqtt(e) => matches!(e, mqtt::MqttError::Tls { .. }),
+            DaemonError::StateDir { .. } => false,
+        }
+    }
+}
+
+/// What the workers and the serving loop share.
+struct Shared {
+    pipeline: Pipeline,
+    sched: Mutex<Scheduler<Key>>,
+    work: Notify,
+    epoch: Instant,
+}
+
+impl Shared {
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, Scheduler<Key>> {
+        self.sched.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A finished diagnosis and the alarms it answers.
+struct Done {
+    alarms: Vec<(Alarm, Key)>,
+    diagnosis: Diagnosis,
+    slot: Option<usize>,
+}
+
+/// Runs the daemon until `cancel` fires; each `reload` notification reopens
+/// the index.
+pub async fn run(
+    cfg: Config,
+    reload: Arc<Notify>,
+    cancel: CancellationToken,
+) -> Result<(), DaemonError> {
+    let notifier = Arc::new(Notifier::from_env());
+    // Everything that can fail on a bad config or state dir is checked before
+    // the model loads: it is quicker to report, and nothing is decoding yet.
+    std::fs::create_dir_all(&cfg.state_dir).map_err(|source| DaemonError::StateDir {
+        path: cfg.state_dir.display().to_string(),
+        source,
+    })?;
+    let mqtt_options = mqtt::options(&cfg.mqtt)?;
+    let outbox = open_outbox(&cfg);
+    let inbox = open_inbox(&cfg);
+    notifier.status("loading model and index");
+    let (index, model, slots, counters) = load::model_and_index(&cfg, true).await?;
+    tracing::info!(
+        model = %model.info.name,
+        arch = %model.info.architecture,
+        template = model.family().name(),
+        passages = index.n_passages(),
+        slots = slots.len(),
+        "model and index loaded"
+    );
+    let hard = cfg.watchdog.hard_timeout;
+    let cfg = Arc::new(cfg);
+    let shared = Arc::new(Shared {
+        pipeline: Pipeline {
+            index: Arc::new(LiveIndex::new(index)),
+            model,
+            cfg: cfg.clone(),
+            counters,
+        },
+        sched: Mutex::new(Scheduler::new(
+            cfg.queue.capacity,
+            cfg.queue.dedup_window.as_millis() as u64,
+        )),
+        work: Notify::new(),
+        epoch: Instant::now(),
+    });
+    let (client, eventloop) = AsyncClient::new(mqtt_options, mqtt::CLIENT_QUEUE);
+    let tracker = TaskTracker::new();
+    let mqtt_turned = Arc::new(AtomicU64::new(0));
+    let (events, qos0, poller) = connect(&tracker, eventloop, &shared, &mqtt_turned);
+    let (done_tx, done_rx) = mpsc::unbounded_channel();
+    let workers = spawn(
+        &tracker,
+        &shared,
+        slots,
+        done_tx,
+        &notifier,
+        &mqtt_turned,
+        &cancel,
+    );
+    tracker.spawn(reload::run(
+        reload::Reloader {
+            path: cfg.knowledge.index.clone(),
+            index: shared.pipeline.index.clone(),
+            notifier: notifier.clone(),
+        },
+        reload,
+        cancel.clone(),
+    ));
+    let mut hub = Hub::new(shared, client, outbox, inbox, notifier.clone());
+    hub.replay();
+    hub.serve(events, qos0, done_rx, &cancel).await;
+    shutdown(hub, tracker, workers, poller, hard).await;
+    Ok(())
+}
+
+/// Opens the outbox and says in the journal what it found. Never fails: on a
+/// read-only, full or failing disk the daemon still answers alarms, from
+/// memory, and says why its diagnoses are not on disk.
+fn open_outbox(cfg: &Config) -> Outbox {
+    let (outbox, report) = Outbox::open(&cfg.state_dir, cfg.outbox.max_bytes);
+    if report.torn_bytes > 0 {
+        tracing::warn!(
+            bytes = report.torn_bytes,
+            "outbox ended in a torn record (power loss?); it was cut off"
+        );
+    }
+    if report.damaged_bytes > 0 {
+        tracing::warn!(
+            bytes = report.damaged_bytes,
+            "outbox had damaged records; they were skipped and the rest kept"
+        );
+    }
+    if let Some(err) = &report.not_rewritten {
+        tracing::warn!(
+            error = %err,
+            "outbox damage could not be rewritten away; new diagnoses are still stored after it, and it is skipped again at the next start"
+        );
+    }
+    if let Some(err) = &report.not_writable {
+        tracing::error!(
+            error = %err,
+            "outbox cannot be written: what it held is delivered, new diagnoses are kept in memory and delivered from there (their alarms acknowledged only after that), and every diagnosis tries to write it again"
+        );
+    } else if report.upgraded {
+        tracing::info!("outbox rewritten in the current format");
+    }
+    if report.remembered < outbox::CACHE_ENTRIES {
+        tracing::info!(
+            remembered = report.remembered,
+            max_bytes = cfg.outbox.max_bytes,
+            "outbox.max_bytes keeps only the newest delivered alarms across restarts (a quarter of it holds their keys)"
+        );
+    }
+    if report.pending > 0 {
+        tracing::info!(
+            pending = report.pending,
+            "undelivered diagnoses in the outbox will be delivered"
+        );
+    }
+    outbox
+}
+
+/// The inbox, or None when it cannot be opened at all (an unwritable state
+/// dir): the daemon still runs, and acknowledges each alarm only once its
+/// diagnosis is delivered, as before there was an inbox. A crash loop over a
+/// bad disk would answer nothing.
+fn open_inbox(cfg: &Config) -> Option<Inbox> {
+    match Inbox::open(&cfg.state_dir, cfg.inbox.max_bytes) {
+        Ok((inbox, report)) => {
+            if report.torn_bytes > 0 {
+                tracing::warn!(
+                    bytes = report.torn_bytes,
+                    "inbox ended in a torn record (power loss?); it was cut off"
+                );
+            }
+            if report.damaged_bytes > 0 {
+                tracing::warn!(
+                    bytes = report.damaged_bytes,
+                    "inbox had damaged records; they were skipped and the rest kept"
+                );
+            }
+            if let Some(e) = &report.not_compacted {
+                tracing::warn!(error = %e, "inbox could not be rewritten clean; appending to it as it is");
+            }
+            Some(inbox)
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "inbox unavailable; each alarm is acknowledged only after its diagnosis is delivered, and a storm is answered in the broker's window");
+            None
+        }
+    }
+}
+
+type Events = (
+    mpsc::UnboundedReceiver<Inbound>,
+    mpsc::Receiver<Publish>,
+    Poller,
+);
+
+/// The task that owns the MQTT event loop, for shutdown.
+struct Poller {
+    /// Its own token, not the daemon's cancel: it must outlive the cancel
+    /// until the offline status and the DISCONNECT are on the wire.
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// How long shutdown waits for the broker to take the offline status and the
+/// DISCONNECT: a broker that is gone must not hold up a stop or a restart
+/// (its last will then says offline).
+const DISCONNECT_WAIT: Duration = Duration::from_secs(2);
+
+/// Starts the task that owns the MQTT event loop.
+fn connect(
+    tracker: &TaskTracker,
+    eventloop: EventLoop,
+    shared: &Shared,
+    turned: &Arc<AtomicU64>,
+) -> Events {
+    let (events_tx, events) = mpsc::unbounded_channel();
+    let (qos0_tx, qos0) = mpsc::channel(1024);
+    let stop = CancellationToken::new();
+    let task = tracker.spawn(mqtt::run_poller(
+        eventloop,
+        PollerTx {
+            events: events_tx,
+            qos0: qos0_tx,
+        },
+        turned.clone(),
+        shared.epoch,
+        stop.clone(),
+    ));
+    (events, qos0, Poller { stop, task })
+}
+
+/// Starts one worker per slot and the systemd watchdog. Workers hand their
+/// slot back when they end, so shutdown can join the slot threads.
+fn spawn(
+    tracker: &TaskTracker,
+    shared: &Arc<Shared>,
+    slots: Vec<Slot>,
+    done: mpsc::UnboundedSender<Done>,
+    notifier: &Arc<Notifier>,
+    turned: &Arc<AtomicU64>,
+    cancel: &CancellationToken,
+) -> Vec<tokio::task::JoinHandle<Slot>> {
+    let workers = slots
+        .into_iter()
+        .map(|slot| {
+            tracker.spawn(worker::run(
+                shared.clone(),
+                slot,
+                done.clone(),
+                cancel.clone(),
+            ))
+        })
+        .collect();
+    let s = shared.clone();
+    let turned = turned.clone();
+    let keep_alive = shared.pipeline.cfg.mqtt.keep_alive;
+    let healthy = move || {
+        let limit = (keep_alive * 3).max(Duration::from_secs(30));
+        crate::watchdog::process_alive(
+            turned.load(Ordering::Relaxed),
+            s.now_ms(),
+            limit,
+            s.pipeline.counters.slots.lost.load(Ordering::Relaxed),
+        )
+    };
+    tracker.spawn(systemd::run_watchdog(
+        notifier.clone(),
+        healthy,
+        cancel.clone(),
+    ));
+    workers
+}
+
+/// Stops in order: the broker told, the poller and the other tasks ended,
+/// the workers' slots handed back and their threads joined.
+async fn shutdown(
+    hub: Hub,
+    tracker: TaskTracker,
+    workers: Vec<tokio::task::JoinHandle<Slot>>,
+    mut poller: Poller,
+    hard: Duration,
+) {
+    // The poller writes the offline status and the DISCONNECT, in order, and
+    // ends on the DISCONNECT; without a connection there is nothing to wait
+    // for.
+    if hub.sign_off() {
+        match tokio::time::timeout(DISCONNECT_WAIT, &mut poller.task).await {
+            Ok(_) => tracing::info!("offline status published; disconnected from the broker"),
+            Err(_) => tracing::warn!(
+                wait_s = DISCONNECT_WAIT.as_secs(),
+                "the broker did not take the disconnect in time; its last will says offline"
+            ),
+        }
+    }
+    poller.stop.cancel();
+    tracker.close();
+    tracker.wait().await;
+    let mut slots = Vec::new();
+    for w in workers {
+        if let Ok(slot) = w.await {
+            slots.push(slot);
+        }
+    }
+    load::stop_slots(slots, hard).await;
+    tracing::info!("slot threads stopped");
+}

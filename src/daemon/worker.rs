@@ -1,0 +1,62 @@
+//! A worker: one per slot. It takes the most urgent job off the queue,
+//! diagnoses it on its slot and hands the diagnosis to the hub; on cancel it
+//! hands its slot back, so shutdown can join the slot's thread.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::{Done, Shared};
+use crate::llm::Slot;
+
+/// Diagnoses jobs until `cancel` fires, then returns its slot.
+pub(super) async fn run(
+    s: Arc<Shared>,
+    mut slot: Slot,
+    done: mpsc::UnboundedSender<Done>,
+    cancel: CancellationToken,
+) -> Slot {
+    loop {
+        let job = {
+            let mut q = s.queue();
+            let j = q.pop();
+            s.pipeline
+                .counters
+                .queue_depth
+                .store(q.len() as u64, Ordering::Relaxed);
+            j
+        };
+        let Some(job) = job else {
+            tokio::select! {
+                _ = cancel.cancelled() => return slot,
+                _ = s.work.notified() => {}
+                // Belt and braces against a lost wake-up.
+                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            }
+            continue;
+        };
+        crate::crash::injected_panic(crate::crash::Place::Worker);
+        tracing::info!(
+            alarm_id = %job.primary().id,
+            equipment = %job.primary().equipment,
+            code = %job.primary().code,
+            slot = slot.id,
+            merged = job.alarms.len() - 1,
+            "diagnosing"
+        );
+        let d = tokio::select! {
+            // Dropping the job leaves its alarms unacknowledged; `stop`
+            // cancels the generation still running on the slot thread.
+            _ = cancel.cancelled() => return slot,
+            d = s.pipeline.diagnose(&mut slot, job.primary()) => d,
+        };
+        let _ = done.send(Done {
+            alarms: job.alarms,
+            diagnosis: d,
+            slot: Some(slot.id),
+        });
+    }
+}

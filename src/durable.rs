@@ -1,0 +1,125 @@
+//! Replacing a file so that a crash or a power cut leaves either the old
+//! file or the new one whole under its name, never half of one: write a
+//! temp file beside it, fsync, rename over it, fsync the directory (without
+//! the last step the directory entry may still name the old file after a
+//! power cut). The inbox's compactions and the index are written this way;
+//! the outbox takes the same steps one by one (it keeps the new file open
+//! to append to and can fail each step in its tests) and shares `sync_dir`.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// Who may read a file written here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// The owner only (0600), whatever the umask: alarms, diagnoses and
+    /// prompt states are the vessel's business.
+    Private,
+    /// What the umask allows: a file another user reads, as the daemon's
+    /// user reads an index that a package build or an operator wrote.
+    Umask,
+}
+
+impl Access {
+    fn mode(self) -> u32 {
+        match self {
+            Access::Private => 0o600,
+            Access::Umask => 0o666,
+        }
+    }
+}
+
+/// Replaces `path` with `bytes`, durably: `path` with the extension `tmp`
+/// is written, fsync'd and renamed over `path`, then the directory is
+/// fsync'd. On an error `path` is untouched (or already whole and new, if
+/// only the directory fsync failed).
+pub fn write_atomic(path: &Path, bytes: &[u8], access: Access) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    // A stale one (a crash mid-write) would keep its mode.
+    let _ = std::fs::remove_file(&tmp);
+    {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(access.mode())
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    sync_dir(dir_of(path))
+}
+
+/// Makes a rename or a new file in `dir` survive a power cut.
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// The directory `path` is in; a bare file name is in the current one.
+fn dir_of(path: &Path) -> &Path {
+    path.parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// Runs `f` with the process umask set to `mask`. The umask is
+    /// process-wide, so tests that set it take turns.
+    pub(crate) fn with_umask<T>(mask: u32, f: impl FnOnce() -> T) -> T {
+        use nix::sys::stat::{umask, Mode};
+        static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let old = umask(Mode::from_bits_truncate(mask));
+        let out = f();
+        umask(old);
+        out
+    }
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn a_file_is_replaced_whole_and_no_temp_file_is_left() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f.log");
+        write_atomic(&p, b"old", Access::Private).unwrap();
+        write_atomic(&p, b"new", Access::Private).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"new");
+        assert!(!d.path().join("f.tmp").exists());
+    }
+
+    #[test]
+    fn private_files_are_private_whatever_the_umask_and_others_follow_it() {
+        with_umask(0o022, || {
+            let d = tempfile::tempdir().unwrap();
+            let (private, shared) = (d.path().join("a.log"), d.path().join("b.twx"));
+            // A stale temp file of a wider mode does not lend it its mode.
+            std::fs::write(d.path().join("a.tmp"), b"stale").unwrap();
+            std::fs::set_permissions(
+                d.path().join("a.tmp"),
+                std::fs::Permissions::from_mode(0o644),
+            )
+            .unwrap();
+            write_atomic(&private, b"x", Access::Private).unwrap();
+            write_atomic(&shared, b"x", Access::Umask).unwrap();
+            assert_eq!(mode(&private), 0o600);
+            assert_eq!(mode(&shared), 0o644);
+        });
+    }
+
+    #[test]
+    fn a_bare_file_name_is_in_the_current_directory() {
+        assert_eq!(dir_of(Path::new("index.twx")), Path::new("."));
+        assert_eq!(
+            dir_of(Path::new("/var/lib/x/inbox.log")),
+            Path::new("/var/lib/x")
+        );
+    }
+}

@@ -1,0 +1,114 @@
+//! Loading what a diagnosis needs (the index, the model and its slot
+//! threads) and stopping the slots again: one loader for the daemon and for
+//! every command that runs the model, so what `eval` and `bench` measure is
+//! what `run` starts.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::Config;
+use crate::llm::{LlmError, Model, Slot, SlotSettings};
+use crate::pipeline::{Counters, Pipeline};
+use crate::retrieval::{Index, IndexError, LiveIndex};
+
+/// Why the index, the model or a slot could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    #[error(transparent)]
+    Llm(#[from] LlmError),
+}
+
+impl LoadError {
+    /// True when a restart cannot fix it: a missing or damaged index, or a
+    /// model that does not load (exit status 78).
+    pub fn is_config(&self) -> bool {
+        matches!(
+            self,
+            LoadError::Index(_) | LoadError::Llm(LlmError::Load { .. })
+        )
+    }
+}
+
+/// What `model_and_index` loaded.
+pub type Loaded = (Arc<Index>, Arc<Model>, Vec<Slot>, Arc<Counters>);
+
+/// Loads the index and the model and starts `llm.slots` slots. With `warm`,
+/// each slot starts with the static prompt prefix in its KV cache, restored
+/// from (or saved to) `state_dir/kv`; `eval` goes without, to measure a cold
+/// start.
+pub async fn model_and_index(cfg: &Config, warm: bool) -> Result<Loaded, LoadError> {
+    let index = Arc::new(Index::open(&cfg.knowledge.index)?);
+    let model_path = cfg.llm.model.clone();
+    let llm_cfg = cfg.llm.clone();
+    let model = tokio::task::spawn_blocking(move || Model::load(&model_path, &llm_cfg))
+        .await
+        .map_err(|e| LlmError::Load {
+            path: cfg.llm.model.display().to_string(),
+            reason: e.to_string(),
+        })??;
+    let model = Arc::new(model);
+    let counters = Arc::new(Counters::default());
+    let settings = SlotSettings {
+        ctx: cfg.llm.ctx,
+        batch: cfg.llm.batch,
+        threads: cfg.llm.threads,
+        cpus: cfg.llm.cpus.clone(),
+        prefix: if warm {
+            Some(crate::llm::PrefixSpec {
+                text: model.static_prefix()?,
+                dir: Some(cfg.state_dir.join("kv")),
+                model_key: model.info.key.clone(),
+            })
+        } else {
+            None
+        },
+        // The budget is for the process; each slot keeps its own share.
+        prompt_cache_bytes: (cfg.llm.prompt_cache_mib as usize) * (1 << 20)
+            / cfg.llm.slots.max(1) as usize,
+        verify_rows: cfg
+            .llm
+            .lookup
+            .map_or(0, |l| crate::llm::slot::verify_rows(l.draft_max)),
+    };
+    let mut slots = Vec::new();
+    for i in 0..cfg.llm.slots as usize {
+        match Slot::start(
+            i,
+            model.model.clone(),
+            settings.clone(),
+            counters.slots.clone(),
+        )
+        .await
+        {
+            Ok(s) => slots.push(s),
+            Err(e) => {
+                stop_slots(slots, cfg.watchdog.hard_timeout).await;
+                return Err(e.into());
+            }
+        }
+    }
+    Ok((index, model, slots, counters))
+}
+
+/// `model_and_index`, assembled into a pipeline: what the one-shot commands
+/// need.
+pub async fn pipeline(cfg: Config, warm: bool) -> Result<(Pipeline, Vec<Slot>), LoadError> {
+    let (index, model, slots, counters) = model_and_index(&cfg, warm).await?;
+    let pipeline = Pipeline {
+        index: Arc::new(LiveIndex::new(index)),
+        model,
+        cfg: Arc::new(cfg),
+        counters,
+    };
+    Ok((pipeline, slots))
+}
+
+/// Cancels and joins slot threads, each within `hard`: a thread still inside
+/// llama_decode when the process exits races llama.cpp's teardown.
+pub async fn stop_slots(slots: Vec<Slot>, hard: Duration) {
+    for slot in slots {
+        slot.stop(hard).await;
+    }
+}

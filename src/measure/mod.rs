@@ -1,0 +1,17 @@
+//! Measurement: what `tidewatch eval` and `tidewatch bench` run, on the
+//! daemon's own components (loaded by `load`, never through the daemon).
+//!
+//! `eval` scores answers on labeled alarms, `speculation` compares
+//! generation speed with lookup decoding off and on, `bench` measures speed
+//! and memory per model configuration, `ttft` summarises first-token
+//! probes, and `stats` holds the statistics they all report with.
+
+pub(crate) mod bench;
+pub(crate) mod eval;
+pub(crate) mod speculation;
+mod stats;
+mod ttft;
+
+// The commands' error carries these.
+pub use bench::BenchError;
+pub use eval::EvalError;
