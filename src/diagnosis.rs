@@ -359,10 +359,14 @@ pub fn distinct_texts<T>(items: Vec<T>, text: impl Fn(&T) -> &str) -> Vec<T> {
     out
 }
 
+/// A figure as the wire carries it: two decimals (ms, shares).
+pub(crate) fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alarm::Severity;
 
     #[test]
     fn repeated_texts_are_kept_once_in_first_place() {
@@ -401,13 +405,10 @@ mod tests {
     #[test]
     fn items_keep_the_manuals_numbers_and_words() {
         let h = |section: &str, text: &str| Hit {
-            passage: 0,
             doc: "battery-zh".into(),
-            section: section.into(),
-            score: 1.0,
-            text: text.into(),
             lang: "zh".into(),
             title: "t".into(),
+            ..crate::test_support::hit(section, text)
         };
         let part2 = h(
             "BAT-VOLT-LO 原因 (2/2)",
@@ -458,24 +459,13 @@ mod tests {
     fn degraded_diagnosis_uses_passages_in_order() {
         let a = Alarm {
             id: "a".into(),
-            ts: "2026-11-30T00:00:00Z".into(),
             equipment: "ME1".into(),
-            code: "ME-LO-PRES-LO".into(),
-            severity: Severity::Major,
-            kind: None,
-            value: None,
-            unit: None,
-            threshold: None,
-            message: None,
+            ..crate::test_support::alarm("ME-LO-PRES-LO")
         };
         let hit = |section: &str, text: &str| Hit {
-            passage: 0,
             doc: "lube-en".into(),
-            section: section.into(),
-            score: 1.0,
-            text: text.into(),
-            lang: "en".into(),
             title: "Lube oil".into(),
+            ..crate::test_support::hit(section, text)
         };
         let hits = vec![
             hit("ME-LO-PRES-LO causes", "Causes: 1) filter; 2) pump."),

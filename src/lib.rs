@@ -55,3 +55,6 @@ pub mod prompt;
 pub mod render;
 pub mod retrieval;
 pub mod watchdog;
+
+#[cfg(test)]
+mod test_support;

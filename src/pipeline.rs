@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use crate::alarm::Alarm;
 use crate::config::{Answer, Config};
-use crate::diagnosis::{self, dedup_sources, Cause, Diagnosis, Item, Mode, Source, Timings};
+use crate::diagnosis::{
+    self, dedup_sources, round2, Cause, Diagnosis, Item, Mode, Source, Timings,
+};
 use crate::grounding::{self, Verdict};
 use crate::llm::grammar::{passage_index, Choices};
 use crate::llm::{GenOutput, GenRequest, Model, Slot, SlotCounters, SlotFailure, Style};
@@ -513,10 +515,6 @@ fn timings(retrieval_ms: f64, out: &GenOutput) -> Timings {
     }
 }
 
-fn round2(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
-}
-
 fn describe(f: &SlotFailure) -> String {
     match f {
         SlotFailure::Hung(v) => format!("slot hung ({})", v.reason()),
@@ -531,13 +529,9 @@ mod tests {
 
     fn hit(section: &str, text: &str) -> Hit {
         Hit {
-            passage: 0,
             doc: "lube-en".into(),
-            section: section.into(),
-            score: 1.0,
-            text: text.into(),
-            lang: "en".into(),
             title: "Lube oil".into(),
+            ..crate::test_support::hit(section, text)
         }
     }
 

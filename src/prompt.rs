@@ -97,15 +97,6 @@ impl Family {
             ),
         }
     }
-
-    /// Tokens that mark the start of the text the BOS logic must not duplicate.
-    pub fn bos_text(self) -> &'static str {
-        match self {
-            Family::Llama3 => "<|begin_of_text|>",
-            Family::Gemma => "<bos>",
-            _ => "",
-        }
-    }
 }
 
 /// True if a GGUF template has a thinking mode that must be switched off.
@@ -411,20 +402,16 @@ fn alarm_block(a: &Alarm) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alarm::Severity;
 
     fn alarm(msg: &str) -> Alarm {
         Alarm {
-            id: "a1".into(),
-            ts: "2026-11-30T00:00:00Z".into(),
             equipment: "ME1".into(),
-            code: "ME-LO-PRES-LO".into(),
-            severity: Severity::Major,
             kind: Some("main_engine_lube_oil".into()),
             value: Some(1.9),
             unit: Some("bar".into()),
             threshold: Some(2.5),
             message: Some(msg.into()),
+            ..crate::test_support::alarm("ME-LO-PRES-LO")
         }
     }
 
@@ -432,11 +419,8 @@ mod tests {
         Hit {
             passage: i,
             doc: format!("d{i}"),
-            section: "s".into(),
-            score: 1.0,
-            text: text.into(),
-            lang: "en".into(),
             title: "t".into(),
+            ..crate::test_support::hit("s", text)
         }
     }
 

@@ -19,7 +19,6 @@ pub struct Progress {
     last_progress_ms: AtomicU64,
     tokens: AtomicU32,
     budget: AtomicU32,
-    looping: AtomicBool,
     /// Set by the watchdog; checked between decode steps and inside decode by
     /// the abort callback, so even a long prompt chunk stops promptly.
     cancel: AtomicBool,
@@ -43,7 +42,6 @@ impl Progress {
             last_progress_ms: AtomicU64::new(0),
             tokens: AtomicU32::new(0),
             budget: AtomicU32::new(0),
-            looping: AtomicBool::new(false),
             cancel: AtomicBool::new(false),
             stop: AtomicBool::new(false),
         }
@@ -58,7 +56,6 @@ impl Progress {
         self.cancel.store(false, Ordering::SeqCst);
         self.tokens.store(0, Ordering::Relaxed);
         self.budget.store(budget, Ordering::Relaxed);
-        self.looping.store(false, Ordering::Relaxed);
         self.job_started_ms.store(now, Ordering::Relaxed);
         self.last_progress_ms.store(now, Ordering::Relaxed);
         self.busy.store(true, Ordering::SeqCst);
@@ -83,10 +80,6 @@ impl Progress {
             .store(self.now_ms(), Ordering::Relaxed);
     }
 
-    pub fn set_looping(&self) {
-        self.looping.store(true, Ordering::Relaxed);
-    }
-
     pub fn cancel(&self) {
         self.cancel.store(true, Ordering::SeqCst);
     }
@@ -106,7 +99,6 @@ impl Progress {
             last_progress_ms: self.last_progress_ms.load(Ordering::Relaxed),
             tokens: self.tokens.load(Ordering::Relaxed),
             budget: self.budget.load(Ordering::Relaxed),
-            looping: self.looping.load(Ordering::Relaxed),
         }
     }
 }
@@ -119,7 +111,6 @@ pub struct Snapshot {
     pub last_progress_ms: u64,
     pub tokens: u32,
     pub budget: u32,
-    pub looping: bool,
 }
 
 /// Limits from `[watchdog]`, with the job's deadline possibly shortened.
@@ -146,8 +137,6 @@ pub enum Verdict {
         tokens: u32,
         budget: u32,
     },
-    /// The same text keeps repeating.
-    Looping,
 }
 
 impl Verdict {
@@ -161,7 +150,6 @@ impl Verdict {
             Verdict::Stalled { .. } => "stalled",
             Verdict::PastDeadline { .. } => "past deadline",
             Verdict::OverBudget { .. } => "over token budget",
-            Verdict::Looping => "looping",
         }
     }
 }
@@ -178,9 +166,6 @@ pub fn judge(s: &Snapshot, now_ms: u64, limits: &Limits) -> Verdict {
             tokens: s.tokens,
             budget: s.budget,
         };
-    }
-    if s.looping {
-        return Verdict::Looping;
     }
     if elapsed > limits.deadline.as_millis() as u64 {
         return Verdict::PastDeadline {
@@ -238,7 +223,6 @@ mod tests {
             last_progress_ms: last,
             tokens,
             budget: 100,
-            looping: false,
         }
     }
 
@@ -277,15 +261,6 @@ mod tests {
                 budget: 100
             }
         );
-    }
-
-    #[test]
-    fn looping_flag_is_hung() {
-        let s = Snapshot {
-            looping: true,
-            ..busy(0, 100, 5)
-        };
-        assert_eq!(judge(&s, 200, &L), Verdict::Looping);
     }
 
     #[test]

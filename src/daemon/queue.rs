@@ -155,15 +155,9 @@ mod tests {
     fn alarm(id: &str, eq: &str, code: &str, sev: Severity) -> Alarm {
         Alarm {
             id: id.into(),
-            ts: "2026-11-30T00:00:00Z".into(),
             equipment: eq.into(),
-            code: code.into(),
             severity: sev,
-            kind: None,
-            value: None,
-            unit: None,
-            threshold: None,
-            message: None,
+            ..crate::test_support::alarm(code)
         }
     }
 

@@ -15,7 +15,7 @@ mod support;
 mod text;
 
 use crate::alarm::Alarm;
-use crate::diagnosis::{self, Diagnosis, Mode};
+use crate::diagnosis::{self, round2, Diagnosis, Mode};
 use crate::retrieval::Hit;
 
 pub use support::{support, without_near_repeats};
@@ -149,10 +149,6 @@ pub fn guard_chosen(
     Ok((d, verdict))
 }
 
-fn round2(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,30 +157,13 @@ mod tests {
 
     // The fixtures below marked pub(super) serve the tests of `text` and
     // `support` too.
+    use crate::test_support::hit;
+
     fn alarm(code: &str, kind: &str, message: &str) -> Alarm {
         Alarm {
-            id: "a1".into(),
-            ts: "2026-11-30T00:00:00Z".into(),
-            equipment: "E1".into(),
-            code: code.into(),
-            severity: Severity::Major,
             kind: Some(kind.into()),
-            value: None,
-            unit: None,
-            threshold: None,
             message: Some(message.into()),
-        }
-    }
-
-    fn hit(section: &str, text: &str) -> Hit {
-        Hit {
-            passage: 0,
-            doc: "doc".into(),
-            section: section.into(),
-            score: 1.0,
-            text: text.into(),
-            lang: "en".into(),
-            title: "Manual".into(),
+            ..crate::test_support::alarm(code)
         }
     }
 

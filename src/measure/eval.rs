@@ -455,13 +455,10 @@ mod tests {
     #[test]
     fn split_sections_count_as_gold() {
         let h = Hit {
-            passage: 0,
             doc: "d".into(),
-            section: "BAT-VOLT-LO 原因 (1/2)".into(),
-            score: 1.0,
-            text: String::new(),
             lang: "zh".into(),
             title: String::new(),
+            ..crate::test_support::hit("BAT-VOLT-LO 原因 (1/2)", "")
         };
         assert!(is_gold(
             &h,

@@ -431,13 +431,11 @@ mod tests {
 
     fn h(doc: &str, section: &str, lang: &str, score: f32) -> Hit {
         Hit {
-            passage: 0,
             doc: doc.into(),
-            section: section.into(),
             score,
-            text: String::new(),
             lang: lang.into(),
             title: String::new(),
+            ..crate::test_support::hit(section, "")
         }
     }
 
