@@ -47,14 +47,14 @@ pub mod diagnosis;
 mod durable;
 pub mod grounding;
 pub mod llm;
-pub mod load;
+pub(crate) mod load;
 pub mod logging;
-pub mod measure;
-pub mod pipeline;
+pub(crate) mod measure;
+pub(crate) mod pipeline;
 pub mod prompt;
-pub mod render;
+pub(crate) mod render;
 pub mod retrieval;
-pub mod watchdog;
+pub(crate) mod watchdog;
 
 #[cfg(test)]
 mod test_support;

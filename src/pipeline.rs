@@ -91,7 +91,6 @@ pub struct Trace {
 pub struct Prepared {
     pub request: GenRequest,
     pub hits: Vec<Hit>,
-    pub retrieval_ms: f64,
     /// A chosen answer's candidates, whose order the request's choices keep.
     pub candidates: Option<Candidates>,
 }
@@ -174,14 +173,7 @@ impl Pipeline {
 
     /// Builds the prompt for an alarm. `fallback` selects the hand-written
     /// template and the shorter budget used on the retry path.
-    pub fn prepare(
-        &self,
-        alarm: &Alarm,
-        hits: Vec<Hit>,
-        retrieval_ms: f64,
-        fallback: bool,
-        style: Style,
-    ) -> Prepared {
+    pub fn prepare(&self, alarm: &Alarm, hits: Vec<Hit>, fallback: bool, style: Style) -> Prepared {
         let llm = &self.cfg.llm;
         let overhead = self
             .model
@@ -227,7 +219,6 @@ impl Pipeline {
                 item_tokens: llm.item_tokens as usize,
             },
             hits: used,
-            retrieval_ms,
             candidates,
         }
     }
@@ -254,7 +245,7 @@ impl Pipeline {
     async fn traced(&self, slot: &mut Slot, alarm: &Alarm, style: Style, steps: bool) -> Trace {
         let (hits, retrieval_ms) = self.retrieve(alarm);
         let wd = self.cfg.watchdog;
-        let mut first = self.prepare(alarm, hits.clone(), retrieval_ms, false, style);
+        let mut first = self.prepare(alarm, hits.clone(), false, style);
         first.request.trace_steps = steps;
         let prepared_hits = first.hits.clone();
         let candidates = first.candidates.clone();
@@ -302,7 +293,7 @@ impl Pipeline {
         let wd = self.cfg.watchdog;
         let hits = hits.to_vec();
         tracing::warn!(alarm_id = %alarm.id, reason = %failure, "retrying on the fallback path");
-        let retry = self.prepare(alarm, hits.clone(), retrieval_ms, true, Style::Schema);
+        let retry = self.prepare(alarm, hits.clone(), true, Style::Schema);
         let retry_hits = retry.hits.clone();
         let candidates = retry.candidates.clone();
         let deadline = (wd.deadline / 2).max(Duration::from_secs(1));

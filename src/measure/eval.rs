@@ -598,8 +598,8 @@ pub fn run_prompts(pipeline: &crate::pipeline::Pipeline, cases: &[Case]) -> Prom
     let (mut passages, mut gold) = (0usize, 0usize);
     let (mut without, mut nc, mut na) = (Vec::new(), Vec::new(), Vec::new());
     for c in cases {
-        let (hits, ms) = pipeline.retrieve(&c.alarm);
-        let p = pipeline.prepare(&c.alarm, hits, ms, false, crate::llm::Style::Schema);
+        let (hits, _) = pipeline.retrieve(&c.alarm);
+        let p = pipeline.prepare(&c.alarm, hits, false, crate::llm::Style::Schema);
         match &p.candidates {
             Some(k) => {
                 nc.push(k.causes.len() as f64);
@@ -678,8 +678,8 @@ pub async fn first_token(
     alarm: &Alarm,
 ) -> Option<crate::llm::GenOutput> {
     let style = crate::llm::Style::Schema;
-    let (hits, ms) = pipeline.retrieve(alarm);
-    let mut p = pipeline.prepare(alarm, hits, ms, false, style);
+    let (hits, _) = pipeline.retrieve(alarm);
+    let mut p = pipeline.prepare(alarm, hits, false, style);
     p.request.max_tokens = 1;
     let wd = pipeline.cfg.watchdog;
     slot.run(p.request, &wd, wd.deadline).await.ok()

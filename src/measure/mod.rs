@@ -11,7 +11,3 @@ pub(crate) mod eval;
 pub(crate) mod speculation;
 mod stats;
 mod ttft;
-
-// The commands' error carries these.
-pub use bench::BenchError;
-pub use eval::EvalError;
