@@ -2,9 +2,10 @@
 //! file or the new one whole under its name, never half of one: write a
 //! temp file beside it, fsync, rename over it, fsync the directory (without
 //! the last step the directory entry may still name the old file after a
-//! power cut). The inbox's compactions and the index are written this way;
-//! the outbox takes the same steps one by one (it keeps the new file open
-//! to append to and can fail each step in its tests) and shares `sync_dir`.
+//! power cut). The inbox's compactions, the index and the slots' saved
+//! prompt-prefix states are written this way; the outbox takes the same
+//! steps one by one (it keeps the new file open to append to and can fail
+//! each step in its tests) and shares `sync_dir`.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -36,19 +37,40 @@ impl Access {
 /// fsync'd. On an error `path` is untouched (or already whole and new, if
 /// only the directory fsync failed).
 pub fn write_atomic(path: &Path, bytes: &[u8], access: Access) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
+    write_through(&path.with_extension("tmp"), path, bytes, access)
+}
+
+/// `write_atomic` for a file that several writers may replace at once (the
+/// slots of one model save the same prompt-prefix state): writer `writer`
+/// goes through a temp file of its own, `path` with the extension
+/// `{writer}.tmp`, so none renames another's half-written file into place.
+pub fn write_atomic_as(
+    path: &Path,
+    bytes: &[u8],
+    access: Access,
+    writer: usize,
+) -> std::io::Result<()> {
+    write_through(
+        &path.with_extension(format!("{writer}.tmp")),
+        path,
+        bytes,
+        access,
+    )
+}
+
+fn write_through(tmp: &Path, path: &Path, bytes: &[u8], access: Access) -> std::io::Result<()> {
     // A stale one (a crash mid-write) would keep its mode.
-    let _ = std::fs::remove_file(&tmp);
+    let _ = std::fs::remove_file(tmp);
     {
         let mut f = OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(access.mode())
-            .open(&tmp)?;
+            .open(tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
     }
-    std::fs::rename(&tmp, path)?;
+    std::fs::rename(tmp, path)?;
     sync_dir(dir_of(path))
 }
 
@@ -112,6 +134,22 @@ pub(crate) mod tests {
             assert_eq!(mode(&private), 0o600);
             assert_eq!(mode(&shared), 0o644);
         });
+    }
+
+    #[test]
+    fn writers_of_one_file_go_through_temp_files_of_their_own() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("prefix-a-b.kv");
+        // Another writer's half-written temp file is neither used nor removed.
+        std::fs::write(d.path().join("prefix-a-b.1.tmp"), b"half").unwrap();
+        write_atomic_as(&p, b"whole", Access::Private, 0).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"whole");
+        assert!(!d.path().join("prefix-a-b.0.tmp").exists());
+        assert_eq!(
+            std::fs::read(d.path().join("prefix-a-b.1.tmp")).unwrap(),
+            b"half"
+        );
+        assert_eq!(mode(&p), 0o600);
     }
 
     #[test]

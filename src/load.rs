@@ -70,7 +70,7 @@ pub async fn model_and_index(cfg: &Config, warm: bool) -> Result<Loaded, LoadErr
         verify_rows: cfg
             .llm
             .lookup
-            .map_or(0, |l| crate::llm::slot::verify_rows(l.draft_max)),
+            .map_or(0, |l| crate::llm::verify_rows(l.draft_max)),
     };
     let mut slots = Vec::new();
     for i in 0..cfg.llm.slots as usize {

@@ -5,12 +5,31 @@
 //! family template), slot lifecycles (start, cancel, reset, replace) and the
 //! model's identity for status and logs. It never talks to MQTT and never
 //! builds a diagnosis: `pipeline` does that from a `GenOutput`.
+//!
+//! A slot: `job` is what it is asked and answers; `thread` is its OS thread;
+//! inside it `context` keeps the KV cache, `warm` puts the static prefix in
+//! (`prefix` is the saved state's file), `prompt_cache` keeps recent
+//! prompts' states, and `generate` runs a job. The answer is written by
+//! `decode_json` (values sampled, the JSON fed) and `choose` (items picked),
+//! with `speculate` drafting values and `json_text` the text rules both
+//! follow; `fault` injects the watchdog tests' faults.
 
 pub mod grammar;
 pub mod lookup;
 pub mod prefix;
-pub mod slot;
 pub mod tokens;
+
+mod choose;
+mod context;
+mod decode_json;
+mod fault;
+mod generate;
+mod job;
+mod json_text;
+mod prompt_cache;
+mod speculate;
+mod thread;
+mod warm;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,8 +43,10 @@ use llama_cpp_2::model::{LlamaChatMessage, LlamaModel};
 use crate::config::{LlmConfig, TemplateChoice, WatchdogConfig};
 use crate::prompt::{self, Family, Prompt};
 use crate::watchdog::{judge, Limits, Progress, Verdict};
+pub use job::{top_logits, GenOutput, GenRequest, SlotSettings, Step, Style};
 pub use prefix::PrefixSpec;
-pub use slot::{top_logits, GenOutput, GenRequest, SlotSettings, Step, Style, Warmed};
+pub use speculate::verify_rows;
+pub use warm::Warmed;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum LlmError {
@@ -318,7 +339,7 @@ pub struct Slot {
     pub id: usize,
     model: Arc<LlamaModel>,
     settings: SlotSettings,
-    tx: mpsc::SyncSender<slot::SlotMsg>,
+    tx: mpsc::SyncSender<thread::SlotMsg>,
     pub progress: Arc<Progress>,
     counters: Arc<SlotCounters>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -356,7 +377,7 @@ impl Slot {
             deadline,
         };
         let (reply, mut rx) = tokio::sync::oneshot::channel();
-        if self.tx.try_send(slot::SlotMsg::Run(req, reply)).is_err() {
+        if self.tx.try_send(thread::SlotMsg::Run(req, reply)).is_err() {
             return Err(SlotFailure::Failed(LlmError::SlotGone(self.id)));
         }
         let mut tick = tokio::time::interval(Duration::from_millis(100));
@@ -397,7 +418,7 @@ impl Slot {
     /// so a measurement can start cold or from the static prefix alone.
     pub async fn keep_cache(&self, n: usize) {
         let (reply, rx) = tokio::sync::oneshot::channel();
-        if self.tx.try_send(slot::SlotMsg::Keep(n, reply)).is_ok() {
+        if self.tx.try_send(thread::SlotMsg::Keep(n, reply)).is_ok() {
             let _ = rx.await;
         }
     }
@@ -407,7 +428,7 @@ impl Slot {
     pub async fn verify_cost(&self, rows: usize, reps: usize) -> Result<Vec<f64>, LlmError> {
         let (reply, rx) = tokio::sync::oneshot::channel();
         self.tx
-            .try_send(slot::SlotMsg::VerifyCost(rows, reps, reply))
+            .try_send(thread::SlotMsg::VerifyCost(rows, reps, reply))
             .map_err(|_| LlmError::Decode("slot is busy or gone".into()))?;
         rx.await
             .map_err(|_| LlmError::Decode("slot thread ended".into()))?
@@ -417,7 +438,7 @@ impl Slot {
     async fn reset(&mut self, hard: Duration) {
         self.counters.restarts.fetch_add(1, Ordering::Relaxed);
         let (reply, rx) = tokio::sync::oneshot::channel();
-        if self.tx.try_send(slot::SlotMsg::Reset(reply)).is_ok() {
+        if self.tx.try_send(thread::SlotMsg::Reset(reply)).is_ok() {
             if let Ok(Ok(Ok(()))) = tokio::time::timeout(hard, rx).await {
                 tracing::info!(slot = self.id, "slot context rebuilt");
                 return;
@@ -491,7 +512,7 @@ impl Slot {
 }
 
 type Spawned = (
-    mpsc::SyncSender<slot::SlotMsg>,
+    mpsc::SyncSender<thread::SlotMsg>,
     Arc<Progress>,
     std::thread::JoinHandle<()>,
 );
@@ -507,7 +528,7 @@ async fn spawn_thread(
     let p = progress.clone();
     let thread = std::thread::Builder::new()
         .name(format!("tidewatch-slot-{id}"))
-        .spawn(move || slot::run(model, settings, p, rx, ready_tx, id))
+        .spawn(move || thread::run(model, settings, p, rx, ready_tx, id))
         .map_err(|e| LlmError::Context(format!("cannot spawn slot thread: {e}")))?;
     let ready = tokio::task::spawn_blocking(move || ready_rx.recv())
         .await

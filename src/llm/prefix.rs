@@ -7,7 +7,7 @@
 //! llama.cpp aborts the process on a state it cannot read (`GGML_ASSERT`s in
 //! its state loading), which under systemd is a crash loop, so nothing
 //! reaches it unless the length, the CRC and the key in the header check out.
-//! Pure bytes; the slot does the llama.cpp calls.
+//! Bytes and files only; the slot's warm-up (`warm`) does the llama.cpp calls.
 
 use std::path::{Path, PathBuf};
 
@@ -217,26 +217,14 @@ pub fn decode<'b>(
     Ok((tokens, &body[n_tokens * 4..]))
 }
 
-/// Writes beside the final name, fsyncs and renames into place, so a crash
-/// never leaves a half-written state under the real name.
-pub fn write_atomic(path: &Path, bytes: &[u8], tag: usize) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let tmp = path.with_extension(format!("{tag}.tmp"));
-    // Private whatever the umask: the state is the prompt's cache, and the
-    // prompt holds the fleet's manuals. Removed first so that a stale one
-    // (a crash mid-write) does not keep a wider mode.
-    let _ = std::fs::remove_file(&tmp);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
+/// Saves a state file (`crate::durable`: a crash never leaves half a state
+/// under the real name), creating `state_dir/kv` if need be. Private
+/// whatever the umask: the state is the prompt's cache, and the prompt holds
+/// the fleet's manuals. Slots starting together may save the same file, so
+/// each writes through a temp file of its own.
+pub fn save(path: &Path, bytes: &[u8], slot: usize) -> std::io::Result<()> {
+    std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")))?;
+    crate::durable::write_atomic_as(path, bytes, crate::durable::Access::Private, slot)
 }
 
 /// Removes saved prefix states other than `keep` (older prompts or models):
@@ -272,8 +260,17 @@ mod tests {
         StateKey::new(model, build, shape)
     }
 
+    /// The build string of the pinned llama.cpp release, and of another.
+    fn this_build() -> String {
+        format!("llama-cpp-sys-2 {}", crate::llm::LLAMA_CPP_SYS)
+    }
+
+    fn other_build() -> String {
+        format!("llama-cpp-sys-2 {}-next", crate::llm::LLAMA_CPP_SYS)
+    }
+
     fn k() -> StateKey {
-        key("aaaaaaaaaaaaaaaaaaaa", "llama-cpp-sys-2 0.1.160", SHAPE)
+        key("aaaaaaaaaaaaaaaaaaaa", &this_build(), SHAPE)
     }
 
     #[test]
@@ -326,8 +323,8 @@ mod tests {
     #[test]
     fn names_differ_for_another_llama_cpp_build() {
         let t = toks(&[1, 2]);
-        let a = key("aaaaaaaaaaaaaaaaaaaa", "llama-cpp-sys-2 0.1.160", SHAPE).file_name(&t);
-        let b = key("aaaaaaaaaaaaaaaaaaaa", "llama-cpp-sys-2 0.1.161", SHAPE).file_name(&t);
+        let a = key("aaaaaaaaaaaaaaaaaaaa", &this_build(), SHAPE).file_name(&t);
+        let b = key("aaaaaaaaaaaaaaaaaaaa", &other_build(), SHAPE).file_name(&t);
         assert_ne!(a, b, "same name for two llama.cpp builds");
     }
 
@@ -362,14 +359,14 @@ mod tests {
         let bytes = encode(&k(), &toks(&[5, 6]), b"llama state");
         let ctx = key(
             "aaaaaaaaaaaaaaaaaaaa",
-            "llama-cpp-sys-2 0.1.160",
+            &this_build(),
             StateShape {
                 n_ctx: 4096,
                 ..SHAPE
             },
         );
-        let build = key("aaaaaaaaaaaaaaaaaaaa", "llama-cpp-sys-2 0.1.161", SHAPE);
-        let model = key("bbbbbbbbbbbbbbbbbbbb", "llama-cpp-sys-2 0.1.160", SHAPE);
+        let build = key("aaaaaaaaaaaaaaaaaaaa", &other_build(), SHAPE);
+        let model = key("bbbbbbbbbbbbbbbbbbbb", &this_build(), SHAPE);
         for other in [ctx, build, model] {
             assert!(
                 decode(&bytes, &other).is_err(),
@@ -423,7 +420,7 @@ mod tests {
         crate::durable::tests::with_umask(0, || {
             let d = tempfile::tempdir().unwrap();
             let p = d.path().join("kv").join("prefix-a-b.kv");
-            write_atomic(&p, b"state", 0).unwrap();
+            save(&p, b"state", 0).unwrap();
             let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o600, "saved prefix state is {mode:o}");
         });

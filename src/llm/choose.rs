@@ -1,0 +1,411 @@
+//! The chosen-answer decoder: the model picks among fixed alternatives by
+//! its logits at the points where they part, and the tokens between those
+//! points are fed in batches. Owns the walk over alternatives
+//! (`choose_tokens`), the pick of a manual item shown back by its head
+//! (`choose_item`), the bet that a list goes on (`goes_on_ahead`), and the
+//! chosen answer itself (`generate_chosen`).
+
+use std::time::Instant;
+
+use llama_cpp_2::token::LlamaToken;
+
+use super::context::SlotState;
+use super::grammar::{self, Draft, DraftCause};
+use super::job::{GenOutput, GenRequest};
+use super::json_text::head_is_whole;
+use super::LlmError;
+
+/// Where the model's view of a chosen item ends: None when it is shown
+/// whole (its tokens end with the closing quote), else the end of its head,
+/// after which the caller feeds a closing quote. `depth` tokens are already
+/// fed; `shown` 0 means whole.
+fn shown_end(len: usize, depth: usize, shown: usize) -> Option<usize> {
+    // Cutting off only the closing quote, or a token before it, saves
+    // nothing: the quote is fed either way.
+    if shown == 0 || shown.max(depth) + 2 > len {
+        return None;
+    }
+    Some(shown.max(depth))
+}
+
+impl SlotState<'_> {
+    /// Picks one of `alts` by the model's logits, feeding shared tokens as
+    /// fixed text. `pending` holds tokens not yet decoded; returns the choice.
+    pub(super) fn choose(
+        &mut self,
+        alts: &[&str],
+        pending: &mut Vec<LlamaToken>,
+    ) -> Result<usize, LlmError> {
+        self.choose_or(alts, alts.len() - 1, u32::MAX, pending)
+    }
+
+    /// Like `choose`, but once `budget` is spent the model is not consulted:
+    /// `default` is taken, so the output closes without another model step.
+    pub(super) fn choose_or(
+        &mut self,
+        alts: &[&str],
+        default: usize,
+        budget: u32,
+        pending: &mut Vec<LlamaToken>,
+    ) -> Result<usize, LlmError> {
+        let seqs: Vec<Vec<LlamaToken>> = alts.iter().map(|a| self.tokenize(a, false)).collect();
+        let (k, depth) = self.choose_tokens(
+            &seqs,
+            (0..seqs.len()).collect(),
+            default,
+            budget,
+            pending,
+            None,
+        )?;
+        self.feed(pending, &seqs[k][depth.min(seqs[k].len())..]);
+        Ok(k)
+    }
+
+    /// Picks one of the token sequences `live` names, walking them together:
+    /// where they all go on with the same token it is fed, not chosen; where
+    /// they part, the model's logits pick the branch (one model step), and
+    /// the sequences off that branch drop out. Only branch points cost a
+    /// model step, and the tokens between them go to the model in one batch.
+    /// Once `budget` is spent the walk takes `default` (or the first live
+    /// sequence) without the model. Returns the choice and how many of its
+    /// tokens are in `pending`; the caller feeds the rest (or not).
+    ///
+    /// `ready` is a logits row already decoded for the position after what
+    /// is cached (`goes_on_ahead`): the first branch point uses it if nothing
+    /// was fed before it.
+    fn choose_tokens(
+        &mut self,
+        seqs: &[Vec<LlamaToken>],
+        mut live: Vec<usize>,
+        default: usize,
+        budget: u32,
+        pending: &mut Vec<LlamaToken>,
+        mut ready: Option<i32>,
+    ) -> Result<(usize, usize), LlmError> {
+        let mut depth = 0;
+        loop {
+            let spent = self.tally.generated >= budget;
+            if live.len() == 1 || spent {
+                let k = match live.contains(&default) {
+                    true if spent => default,
+                    _ => live[0],
+                };
+                return Ok((k, depth));
+            }
+            let firsts: Vec<Option<LlamaToken>> =
+                live.iter().map(|&k| seqs[k].get(depth).copied()).collect();
+            if firsts.iter().all(|t| *t == firsts[0] && t.is_some()) {
+                self.feed(pending, &[firsts[0].expect("checked")]);
+                depth += 1;
+                continue;
+            }
+            let idx = match ready.take() {
+                Some(idx) if pending.is_empty() => idx,
+                _ => self.decode(&std::mem::take(pending))?,
+            };
+            let logits = self.ctx.get_logits_ith(idx);
+            let score = |t: Option<LlamaToken>| {
+                t.map_or(f32::NEG_INFINITY, |t| {
+                    logits
+                        .get(t.0 as usize)
+                        .copied()
+                        .unwrap_or(f32::NEG_INFINITY)
+                })
+            };
+            let best = live
+                .iter()
+                .copied()
+                .max_by(|a, b| {
+                    score(seqs[*a].get(depth).copied())
+                        .total_cmp(&score(seqs[*b].get(depth).copied()))
+                })
+                .expect("at least two alternatives");
+            let tok = seqs[best].get(depth).copied();
+            if let Some(t) = tok {
+                self.record(idx, t);
+            }
+            live.retain(|&k| seqs[k].get(depth).copied() == tok);
+            self.note_generated(1)?;
+            if let Some(t) = tok {
+                pending.push(t);
+            }
+            depth += 1;
+        }
+    }
+
+    /// Picks one of the manual items not taken yet, by `choose_tokens` over
+    /// each item's JSON string body and its closing quote. Returns the item's
+    /// index; the tokens the model is shown of it are left in `pending`.
+    ///
+    /// The model is shown the item's first `shown` tokens (at least those up
+    /// to where it parted from the others) and the closing quote, not the
+    /// whole item: it has read every item in the prompt, the head names it,
+    /// and each fed token costs time on the board (0: the whole item).
+    fn choose_item(
+        &mut self,
+        items: &[Vec<LlamaToken>],
+        taken: &[bool],
+        budget: u32,
+        shown: usize,
+        pending: &mut Vec<LlamaToken>,
+        ready: Option<i32>,
+    ) -> Result<usize, LlmError> {
+        let live: Vec<usize> = (0..items.len()).filter(|&k| !taken[k]).collect();
+        // The manuals list causes most likely first and checks in the order
+        // to do them: with the budget spent, the first untaken item is taken.
+        let default = live.first().copied().unwrap_or(0);
+        let (k, depth) = self.choose_tokens(items, live, default, budget, pending, ready)?;
+        let item = &items[k];
+        let depth = depth.min(item.len());
+        match shown_end(item.len(), depth, shown).and_then(|e| self.whole_head(item, e)) {
+            None => self.feed(pending, &item[depth..]),
+            Some(end) => {
+                self.feed(pending, &item[depth..end]);
+                let quote = self.tokenize("\"", false);
+                self.feed(pending, &quote);
+            }
+        }
+        Ok(k)
+    }
+
+    /// Moves the end of an item's head on until the head is whole text: no
+    /// character cut between tokens and no escape cut after its backslash
+    /// (the model would read a broken character or `\"` as text). None when
+    /// that leaves nothing worth cutting.
+    fn whole_head(&self, item: &[LlamaToken], mut end: usize) -> Option<usize> {
+        let mut bytes: Vec<u8> = item[..end].iter().flat_map(|&t| self.piece(t)).collect();
+        while end + 2 <= item.len() {
+            if head_is_whole(&bytes) {
+                return Some(end);
+            }
+            bytes.extend(self.piece(item[end]));
+            end += 1;
+        }
+        None
+    }
+
+    /// `goes_on` where the list's next item is chosen right after `next`:
+    /// the decode that decides between `next` and `end` reads `next` too, on
+    /// the bet that the list goes on (it does more often than it ends), so
+    /// the next item's first choice has its logits without a decode of its
+    /// own. When the list ends instead, the bet's tokens leave the cache.
+    /// Returns None when the list ends, else the logits row for what follows
+    /// `next` (None inside Some when the bet could not be placed).
+    fn goes_on_ahead(
+        &mut self,
+        more: bool,
+        next: &str,
+        end: &str,
+        pending: &mut Vec<LlamaToken>,
+    ) -> Result<Option<Option<i32>>, LlmError> {
+        if !more {
+            self.feed_text(pending, end);
+            return Ok(None);
+        }
+        let next_t = self.tokenize(next, false);
+        let end_t = self.tokenize(end, false);
+        let shared = next_t
+            .iter()
+            .zip(&end_t)
+            .take_while(|(a, b)| a == b)
+            .count();
+        let parts = shared < next_t.len() && shared < end_t.len();
+        let fits = pending.len() + next_t.len() <= self.n_batch;
+        if !parts || !fits || pending.len() + shared == 0 {
+            return Ok(self.goes_on(more, next, end, pending)?.then_some(None));
+        }
+        // The branch token is the model's choice, not fed.
+        self.tally.fed += (next_t.len() - 1) as u32;
+        let mut batch = std::mem::take(pending);
+        let branch = batch.len() + shared - 1;
+        batch.extend_from_slice(&next_t);
+        let last = batch.len() - 1;
+        let base = self.kv.len();
+        if base + batch.len() >= self.n_ctx {
+            return Err(LlmError::ContextFull {
+                need: base + batch.len(),
+                have: self.n_ctx,
+            });
+        }
+        self.decode_batch(&batch, |j| j == branch || j == last)?;
+        let logits = self.ctx.get_logits_ith(branch as i32);
+        let score = |t: LlamaToken| {
+            logits
+                .get(t.0 as usize)
+                .copied()
+                .unwrap_or(f32::NEG_INFINITY)
+        };
+        let (go, end_tok) = (next_t[shared], end_t[shared]);
+        let goes = score(go) >= score(end_tok);
+        self.record(branch as i32, if goes { go } else { end_tok });
+        self.note_generated(1)?;
+        if goes {
+            return Ok(Some(Some(last as i32)));
+        }
+        // The bet's tokens from the branch on were never the answer's.
+        self.tally.fed -= (next_t.len() - shared - 1) as u32;
+        self.truncate(base + branch + 1)?;
+        pending.push(end_tok);
+        self.feed(pending, &end_t[shared + 1..]);
+        Ok(None)
+    }
+
+    /// A chosen answer: the summary sampled (first or, with `summary_last`,
+    /// after the lists), each cause and each action picked from the manual
+    /// items in `choices` (`choose_item`), no item twice; the likelihoods and
+    /// the ends of the lists are choices as in `generate_schema`.
+    pub(super) fn generate_chosen(
+        &mut self,
+        req: &GenRequest,
+        choices: &grammar::Choices,
+        prompt: Vec<LlamaToken>,
+        out: &mut GenOutput,
+        t0: Instant,
+    ) -> Result<(), LlmError> {
+        let budget = req.max_tokens;
+        let open = if req.summary_last {
+            grammar::OPEN_CAUSES
+        } else {
+            grammar::OPEN
+        };
+        let answer = self.open_answer(prompt, open, out, t0)?;
+        let mut sampler = self.sampler(grammar::STRING_BODY_GBNF, req)?;
+        let mut pending: Vec<LlamaToken> = Vec::new();
+        let mut draft = Draft::default();
+        // The summary's share is kept from the lists (as `generate_schema`
+        // shares out the budget): a tight `max_tokens` shortens the lists,
+        // never empties the summary, and the job stays within it.
+        let summary_cap = req.summary_tokens.max(1).min((budget / 2).max(1) as usize);
+        let lists = match req.summary_last {
+            true => budget.saturating_sub(summary_cap as u32),
+            false => budget,
+        };
+        let mut summary = |s: &mut Self, idx: i32, pending: &mut Vec<LlamaToken>| {
+            s.summary_value(
+                &mut sampler,
+                idx,
+                summary_cap,
+                budget,
+                req.lookup.as_ref(),
+                pending,
+            )
+        };
+        if !req.summary_last {
+            draft.summary = summary(self, answer.idx, &mut pending)?;
+            self.feed_text(&mut pending, &grammar::SUMMARY_TO_CAUSES[1..]);
+        }
+        // The prompt's last row is the first cause's first choice.
+        let ready = req.summary_last.then_some(answer.idx);
+        self.chosen_causes(req, &choices.causes, lists, ready, &mut draft, &mut pending)?;
+        self.chosen_actions(req, &choices.actions, lists, &mut draft, &mut pending)?;
+        if req.summary_last {
+            let idx = self.decode(&std::mem::take(&mut pending))?;
+            draft.summary = summary(self, idx, &mut pending)?;
+            self.feed_text(&mut pending, "}");
+        }
+        self.close_answer(&answer, draft, &pending, out);
+        Ok(())
+    }
+
+    /// The tokens `choose_item` walks for each item: its JSON string body
+    /// and the closing quote.
+    fn item_tokens(&self, items: &[String]) -> Vec<Vec<LlamaToken>> {
+        items
+            .iter()
+            .map(|t| self.tokenize(&format!("{}\"", grammar::json_body(t)), false))
+            .collect()
+    }
+
+    /// The causes picked from the manual's `items`, each with its
+    /// likelihood, no item twice, while the model goes on and items and the
+    /// lists' budget are left. `ready`: as for `choose_tokens`.
+    fn chosen_causes(
+        &mut self,
+        req: &GenRequest,
+        items: &[String],
+        lists: u32,
+        mut ready: Option<i32>,
+        draft: &mut Draft,
+        pending: &mut Vec<LlamaToken>,
+    ) -> Result<(), LlmError> {
+        let causes = self.item_tokens(items);
+        let mut taken = vec![false; causes.len()];
+        while !causes.is_empty() {
+            let k = self.choose_item(&causes, &taken, lists, req.item_tokens, pending, ready)?;
+            taken[k] = true;
+            draft.probable_causes.push(DraftCause {
+                cause: items[k].clone(),
+                likelihood: self.likelihood(lists, pending)?,
+                item: Some(k),
+            });
+            let more = draft.probable_causes.len() < grammar::MAX_CAUSES
+                && taken.contains(&false)
+                && self.tally.generated < lists;
+            match self.goes_on_ahead(
+                more,
+                grammar::NEXT_CAUSE,
+                grammar::CAUSES_TO_ACTIONS,
+                pending,
+            )? {
+                Some(row) => ready = row,
+                None => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// The actions picked from the manual's `items`, no item twice, while
+    /// the model goes on and items and the lists' budget are left.
+    fn chosen_actions(
+        &mut self,
+        req: &GenRequest,
+        items: &[String],
+        lists: u32,
+        draft: &mut Draft,
+        pending: &mut Vec<LlamaToken>,
+    ) -> Result<(), LlmError> {
+        let actions = self.item_tokens(items);
+        let mut taken = vec![false; actions.len()];
+        let mut ready = None;
+        let end = if req.summary_last {
+            grammar::ACTIONS_TO_SUMMARY
+        } else {
+            grammar::ACTIONS_TO_SOURCES
+        };
+        while !actions.is_empty() {
+            let k = self.choose_item(&actions, &taken, lists, req.item_tokens, pending, ready)?;
+            taken[k] = true;
+            draft.actions.push(items[k].clone());
+            draft.action_items.push(k);
+            let more = draft.actions.len() < grammar::MAX_ACTIONS
+                && taken.contains(&false)
+                && self.tally.generated < lists;
+            // The item's closing quote is already in: the fixed parts after it
+            // go without theirs (the model read `""` here before).
+            match self.goes_on_ahead(more, &grammar::NEXT_ITEM[1..], &end[1..], pending)? {
+                Some(row) => ready = row,
+                None => break,
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chosen_item_is_shown_by_its_head_and_never_less_than_its_branch() {
+        // 12 tokens, the last one holding the closing quote.
+        assert_eq!(shown_end(12, 1, 6), Some(6));
+        // It parted from the others late: shown up to there.
+        assert_eq!(shown_end(12, 8, 6), Some(8));
+        // Cutting would drop only the quote token or one before it.
+        assert_eq!(shown_end(12, 11, 6), None);
+        assert_eq!(shown_end(7, 1, 6), None);
+        assert_eq!(shown_end(8, 1, 6), Some(6));
+        // 0: the whole item.
+        assert_eq!(shown_end(40, 1, 0), None);
+    }
+}
