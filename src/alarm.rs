@@ -372,7 +372,7 @@ mod tests {
         ));
     }
 
-    /// Issue E, fuzz target `alarm`: a JSON error quoting non-ASCII input
+    /// Found by the `alarm` fuzz target: a JSON error quoting non-ASCII input
     /// used to panic at the 200-byte cut.
     #[test]
     fn json_error_quoting_non_ascii_input_is_cut_at_a_character_not_a_panic() {

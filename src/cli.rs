@@ -280,7 +280,7 @@ mod tests {
             .map_err(|e| e.to_string())
     }
 
-    // Issue J item 4: `bench --batch 0` panicked in `chunks(0)`; every number
+    // `bench --batch 0` panicked in `chunks(0)`; every number
     // bench and eval take is checked where it is parsed, naming the option.
     #[test]
     fn invalid_numbers_are_errors_naming_the_option() {

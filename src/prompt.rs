@@ -447,7 +447,7 @@ mod tests {
         assert!(u.contains("<alarm>") && u.contains("</alarm>"));
     }
 
-    /// Issue L item 7: a sensor's message must not add lines of its own to the
+    /// A sensor's message must not add lines of its own to the
     /// block, or a "minor" alarm could read as critical to the model.
     #[test]
     fn newlines_in_a_message_cannot_forge_lines_of_the_alarm_block() {

@@ -416,7 +416,7 @@ mod tests {
         );
     }
 
-    // Issue L item 2: lowercasing changes a string's length in bytes (the
+    // Lowercasing changes a string's length in bytes (the
     // Kelvin sign U+212A is 3 bytes, its lowercase "k" one; "İ" 2, its
     // lowercase 3), so a cut measured on the lowercase fell inside a
     // character (a panic that ended the worker) or inside the cause.
@@ -447,7 +447,7 @@ mod tests {
         assert_eq!(split_items("Check the filter"), vec!["Check the filter"]);
     }
 
-    // Issue J item 2: seen on a fresh machine with the 135M test model.
+    // Seen on a fresh machine with the 135M test model.
     #[test]
     fn a_list_fragment_with_json_punctuation_is_not_text() {
         assert!(!is_text("1. 5BAT-VOLT-LO},{", "BAT-VOLT-LO"));

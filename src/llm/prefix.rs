@@ -318,7 +318,7 @@ mod tests {
         assert!(a.starts_with("prefix-aaaaaaaaaaaaaaaa-") && a.ends_with(".kv"));
     }
 
-    /// Issue I: a state written by another llama.cpp can abort the process
+    /// A state written by another llama.cpp can abort the process
     /// inside llama.cpp when it is read, at every start.
     #[test]
     fn names_differ_for_another_llama_cpp_build() {
@@ -328,7 +328,7 @@ mod tests {
         assert_ne!(a, b, "same name for two llama.cpp builds");
     }
 
-    /// Issue I: `[llm] ctx` and `batch` size the context the state is read into.
+    /// `[llm] ctx` and `batch` size the context the state is read into.
     #[test]
     fn names_differ_for_other_context_settings() {
         let t = toks(&[1, 2]);
@@ -352,7 +352,7 @@ mod tests {
         }
     }
 
-    /// Issue I: a name that collides anyway (a file copied between machines,
+    /// A name that collides anyway (a file copied between machines,
     /// a hand-renamed file) must not reach llama.cpp either.
     #[test]
     fn a_state_saved_under_other_settings_is_refused() {

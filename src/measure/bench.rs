@@ -747,7 +747,7 @@ mod tests {
         );
     }
 
-    // Issue J item 4: the daemon has no KV-type key, so a recommendation
+    // The daemon has no KV-type key, so a recommendation
     // must not name one.
     #[test]
     fn the_recommendation_names_only_settings_the_daemon_reads() {
@@ -757,7 +757,7 @@ mod tests {
         assert!(!chose.contains("kv"), "{chose}");
     }
 
-    // Issue J item 4: a configuration whose every latency probe failed has
+    // A configuration whose every latency probe failed has
     // no latency; it must not be ranked as if it had a fast one.
     #[test]
     fn a_configuration_without_a_measured_latency_is_not_chosen() {
@@ -789,7 +789,7 @@ mod tests {
         topic_prefix = \"tidewatch\"\n[knowledge]\nindex = \"k.twx\"\n[llm]\nmodel = \"m.gguf\"\n\
         threads = 2\nprompt_budget = 640\nmax_tokens = 256\n";
 
-    // Issue J item 4: --decide may only recommend what the daemon accepts,
+    // --decide may only recommend what the daemon accepts,
     // so bench refuses, up front, what the config validation would refuse.
     #[test]
     fn a_combination_the_daemon_would_refuse_is_an_error_naming_the_option() {

@@ -345,7 +345,7 @@ mod tests {
 
     const DRAFT: &str = r#"{"summary":"low oil","probable_causes":[{"cause":"filter","likelihood":"high"}],"actions":[],"sources":[]}"#;
 
-    // Issue J item 4: validity is judged on the published bytes, not on a
+    // Validity is judged on the published bytes, not on a
     // rendering of the model's draft (which the schema path makes valid by
     // construction).
     #[test]
@@ -365,7 +365,7 @@ mod tests {
         assert!(outcome(&trace(answer(Mode::Full), Some(DRAFT)), &[]).valid);
     }
 
-    // Issue J item 4: keyword hits of degraded answers (built from the
+    // Keyword hits of degraded answers (built from the
     // manuals' own text) must not count as the model's.
     #[test]
     fn keyword_hit_rate_counts_full_answers_only() {
@@ -404,7 +404,7 @@ mod tests {
         assert_eq!(s.grounded_mean, None);
     }
 
-    // Issue J item 2: an answer the guard rebuilt from the passages is the
+    // An answer the guard rebuilt from the passages is the
     // manuals' text; its keywords are counted apart, and its zero grounded
     // share and dropped causes are the model's.
     #[test]

@@ -43,7 +43,8 @@ pub fn mean_sd(v: &[f64]) -> MeanSd {
 pub struct Rss {
     /// RssAnon: the heap, the KV caches, what the model was copied into.
     pub anon_kib: u64,
-    /// RssFile: mapped files in memory, the model and the index.
+    /// RssFile: file pages in memory: the mapped model (the index is read
+    /// into the heap).
     pub file_kib: u64,
     /// VmHWM: the peak of their sum so far, as the kernel saw it.
     pub peak_kib: u64,

@@ -586,7 +586,7 @@ mod tests {
         b[40..44].copy_from_slice(&crc.to_le_bytes());
     }
 
-    /// Issue E, fuzz target `index`: a 4 GiB size prefix used to be allocated.
+    /// Found by the `index` fuzz target: a 4 GiB size prefix used to be allocated.
     #[test]
     fn impossible_passage_size_is_an_error_not_an_allocation() {
         let mut b = sample();
@@ -598,7 +598,7 @@ mod tests {
         assert!(e.contains("size 4294967295 is impossible"), "{e}");
     }
 
-    /// Issue E, fuzz target `index`: search assumed what open never checked.
+    /// Found by the `index` fuzz target: search assumed what open never checked.
     #[test]
     fn passage_row_naming_another_document_is_an_error_at_open() {
         let mut b = sample();
