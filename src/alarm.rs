@@ -164,7 +164,41 @@ pub fn parse(
         AlarmError::Json(e.to_string().chars().take(200).collect())
     })?;
     let id = ident("id", wire.id, MAX_ID)?;
-    let equipment = ident("equipment", wire.equipment, MAX_EQUIPMENT)?;
+    let equipment = equipment(wire.equipment, topic_equipment)?;
+    let code = ident("code", wire.code, MAX_CODE)?;
+    let ts = timestamp(wire.ts)?;
+    let severity = wire
+        .severity
+        .ok_or(AlarmError::Missing { field: "severity" })?;
+    let kind = wire
+        .kind
+        .map(|k| short_text("kind", k, MAX_KIND))
+        .transpose()?;
+    let unit = wire
+        .unit
+        .map(|u| short_text("unit", u, MAX_UNIT))
+        .transpose()?;
+    let value = wire.value.map(|n| number("value", n)).transpose()?;
+    let threshold = wire.threshold.map(|n| number("threshold", n)).transpose()?;
+    let message = message(wire.message)?;
+    Ok(Alarm {
+        id,
+        ts,
+        equipment,
+        code,
+        severity,
+        kind,
+        value,
+        unit,
+        threshold,
+        message,
+    })
+}
+
+/// The equipment field: an identifier without MQTT wildcards or level
+/// separators, and the one the topic names.
+fn equipment(v: Option<String>, topic_equipment: Option<&str>) -> Result<String, AlarmError> {
+    let equipment = ident("equipment", v, MAX_EQUIPMENT)?;
     for ch in ['/', '+', '#'] {
         if equipment.contains(ch) {
             return Err(AlarmError::BadChar {
@@ -183,27 +217,24 @@ pub fn parse(
             });
         }
     }
-    let code = ident("code", wire.code, MAX_CODE)?;
-    let ts = wire.ts.ok_or(AlarmError::Missing { field: "ts" })?;
+    Ok(equipment)
+}
+
+/// The timestamp field: RFC 3339, quoted back at most 64 characters.
+fn timestamp(v: Option<String>) -> Result<String, AlarmError> {
+    let ts = v.ok_or(AlarmError::Missing { field: "ts" })?;
     if ts.len() > 64
         || time::OffsetDateTime::parse(&ts, &time::format_description::well_known::Rfc3339).is_err()
     {
         return Err(AlarmError::BadTime(ts.chars().take(64).collect()));
     }
-    let severity = wire
-        .severity
-        .ok_or(AlarmError::Missing { field: "severity" })?;
-    let kind = wire
-        .kind
-        .map(|k| short_text("kind", k, MAX_KIND))
-        .transpose()?;
-    let unit = wire
-        .unit
-        .map(|u| short_text("unit", u, MAX_UNIT))
-        .transpose()?;
-    let value = wire.value.map(|n| number("value", n)).transpose()?;
-    let threshold = wire.threshold.map(|n| number("threshold", n)).transpose()?;
-    let message = match wire.message {
+    Ok(ts)
+}
+
+/// The optional message: bounded, no control characters but newlines and
+/// tabs, trimmed (an empty one is none).
+fn message(v: Option<String>) -> Result<Option<String>, AlarmError> {
+    Ok(match v {
         None => None,
         Some(m) => {
             if m.len() > MAX_MESSAGE_BYTES {
@@ -221,18 +252,6 @@ pub fn parse(
             let m = m.trim().to_string();
             (!m.is_empty()).then_some(m)
         }
-    };
-    Ok(Alarm {
-        id,
-        ts,
-        equipment,
-        code,
-        severity,
-        kind,
-        value,
-        unit,
-        threshold,
-        message,
     })
 }
 

@@ -209,51 +209,9 @@ fn llm_settings(l: RawLlm) -> Result<LlmConfig, Bad> {
             ),
         )
     })?;
-    in_range("llm.draft_max", l.draft_max, 1, 32)?;
-    in_range("llm.draft_ngram_min", l.draft_ngram_min, 1, 8)?;
-    in_range("llm.draft_ngram_max", l.draft_ngram_max, 1, 8)?;
-    if l.draft_ngram_min > l.draft_ngram_max {
-        return Err((
-            "llm.draft_ngram_min",
-            format!(
-                "must not exceed llm.draft_ngram_max ({}), got {}",
-                l.draft_ngram_max, l.draft_ngram_min
-            ),
-        ));
-    }
+    let lookup = lookup_settings(&l)?;
     in_range("llm.prompt_cache_mib", l.prompt_cache_mib, 0, 65_536)?;
-    let lookup = match l.speculative.as_str() {
-        "off" => None,
-        "lookup" => Some(Lookup {
-            draft_max: l.draft_max as usize,
-            ngram_min: l.draft_ngram_min as usize,
-            ngram_max: l.draft_ngram_max as usize,
-        }),
-        other => {
-            return Err((
-                "llm.speculative",
-                format!("must be \"off\" or \"lookup\", got {other:?}"),
-            ))
-        }
-    };
-    let answer = Answer::parse(&l.answer).ok_or_else(|| {
-        (
-            "llm.answer",
-            format!("must be \"chosen\" or \"written\", got {:?}", l.answer),
-        )
-    })?;
-    in_range("llm.summary_tokens", l.summary_tokens, 8, 256)?;
-    in_range("llm.item_tokens", l.item_tokens, 0, 256)?;
-    let summary_last = match l.summary.as_str() {
-        "first" => false,
-        "last" => true,
-        other => {
-            return Err((
-                "llm.summary",
-                format!("must be \"first\" or \"last\", got {other:?}"),
-            ))
-        }
-    };
+    let (answer, summary_last) = answer_settings(&l)?;
     let cpus = match l.cpus {
         None => None,
         Some(s) => Some(parse_cpu_list(&s).ok_or_else(|| {
@@ -284,6 +242,59 @@ fn llm_settings(l: RawLlm) -> Result<LlmConfig, Bad> {
         summary_last,
         item_tokens: l.item_tokens,
     })
+}
+
+/// The speculative-decoding keys: the draft sizes, and `speculative` itself
+/// (None when off).
+fn lookup_settings(l: &RawLlm) -> Result<Option<Lookup>, Bad> {
+    in_range("llm.draft_max", l.draft_max, 1, 32)?;
+    in_range("llm.draft_ngram_min", l.draft_ngram_min, 1, 8)?;
+    in_range("llm.draft_ngram_max", l.draft_ngram_max, 1, 8)?;
+    if l.draft_ngram_min > l.draft_ngram_max {
+        return Err((
+            "llm.draft_ngram_min",
+            format!(
+                "must not exceed llm.draft_ngram_max ({}), got {}",
+                l.draft_ngram_max, l.draft_ngram_min
+            ),
+        ));
+    }
+    match l.speculative.as_str() {
+        "off" => Ok(None),
+        "lookup" => Ok(Some(Lookup {
+            draft_max: l.draft_max as usize,
+            ngram_min: l.draft_ngram_min as usize,
+            ngram_max: l.draft_ngram_max as usize,
+        })),
+        other => Err((
+            "llm.speculative",
+            format!("must be \"off\" or \"lookup\", got {other:?}"),
+        )),
+    }
+}
+
+/// How a chosen or written answer is made: `answer`, the summary's cap and
+/// place, and how much of a chosen item the model reads back.
+fn answer_settings(l: &RawLlm) -> Result<(Answer, bool), Bad> {
+    let answer = Answer::parse(&l.answer).ok_or_else(|| {
+        (
+            "llm.answer",
+            format!("must be \"chosen\" or \"written\", got {:?}", l.answer),
+        )
+    })?;
+    in_range("llm.summary_tokens", l.summary_tokens, 8, 256)?;
+    in_range("llm.item_tokens", l.item_tokens, 0, 256)?;
+    let summary_last = match l.summary.as_str() {
+        "first" => false,
+        "last" => true,
+        other => {
+            return Err((
+                "llm.summary",
+                format!("must be \"first\" or \"last\", got {other:?}"),
+            ))
+        }
+    };
+    Ok((answer, summary_last))
 }
 
 fn watchdog_timeouts(w: &RawWatchdog) -> Result<WatchdogConfig, Bad> {

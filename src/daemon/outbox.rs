@@ -372,84 +372,8 @@ impl Outbox {
             remembered,
             ..OpenReport::default()
         };
-        let mut bytes = Vec::new();
-        match ob.open_writable(dir) {
-            Ok(mut f) => match f.read_to_end(&mut bytes) {
-                Ok(_) => ob.file = Some(f),
-                Err(source) => {
-                    ob.unread = true;
-                    report.not_writable = Some(ob.io(source));
-                }
-            },
-            Err(err) => {
-                report.not_writable = Some(err);
-                match File::open(&ob.path) {
-                    Ok(mut f) => {
-                        if let Err(source) = f.read_to_end(&mut bytes) {
-                            ob.unread = true;
-                            report.not_writable = Some(ob.io(source));
-                        }
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(source) => {
-                        ob.unread = true;
-                        report.not_writable = Some(ob.io(source));
-                    }
-                }
-            }
-        }
-        let mut rewrite = false;
-        let recs = if bytes.len() < FILE_HEADER {
-            // New, or left by a start that could not finish writing its
-            // header: no record fits in fewer bytes.
-            if let Some(f) = ob.file.as_mut() {
-                match fresh_header(f) {
-                    Ok(()) => bytes = header().to_vec(),
-                    Err(source) => {
-                        ob.file = None;
-                        report.not_writable = Some(ob.io(source));
-                    }
-                }
-            }
-            Vec::new()
-        } else if bytes.starts_with(FILE_MAGIC) {
-            let journal::Parsed {
-                records: recs,
-                end,
-                damaged,
-            } = journal::parse(&MARKER, &bytes, FILE_HEADER);
-            report.torn_bytes = (bytes.len() - end) as u64;
-            report.damaged_bytes = damaged;
-            if report.torn_bytes > 0 {
-                // Cut the torn tail so new records follow a clean one.
-                if let Some(f) = ob.file.as_mut() {
-                    if let Err(source) = f.set_len(end as u64).and_then(|()| f.sync_all()) {
-                        ob.file = None;
-                        report.not_writable = Some(ob.io(source));
-                    }
-                }
-                bytes.truncate(end);
-            }
-            rewrite = damaged > 0;
-            recs
-        } else {
-            // Frames appended to a file in another format, or behind a
-            // damaged header, would be misread at the next start: only a
-            // rewrite makes this file writable.
-            ob.file = None;
-            rewrite = true;
-            // A damaged file header must not cost the records behind it: a
-            // format-1 file has no frame markers, so frames that check out
-            // mean format 2.
-            let recs = journal::parse::<Rec>(&MARKER, &bytes, 0).records;
-            if recs.is_empty() {
-                report.upgraded = true;
-                parse_v1(&bytes)
-            } else {
-                report.damaged_bytes = FILE_HEADER as u64;
-                recs
-            }
-        };
+        let mut bytes = ob.read_existing(dir, &mut report);
+        let (recs, rewrite) = ob.records_of(&mut bytes, &mut report);
         ob.size = bytes.len() as u64;
         if let Some(f) = ob.file.as_mut() {
             if let Err(source) = f.seek(SeekFrom::End(0)) {
@@ -472,6 +396,98 @@ impl Outbox {
             }
         }
         (ob, report)
+    }
+
+    /// The file's bytes: opened for appending (kept as `self.file`), or
+    /// read-only when it cannot be written, or none when it does not exist;
+    /// why it could not be written or read goes to the report.
+    fn read_existing(&mut self, dir: &Path, report: &mut OpenReport) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        match self.open_writable(dir) {
+            Ok(mut f) => match f.read_to_end(&mut bytes) {
+                Ok(_) => self.file = Some(f),
+                Err(source) => {
+                    self.unread = true;
+                    report.not_writable = Some(self.io(source));
+                }
+            },
+            Err(err) => {
+                report.not_writable = Some(err);
+                match File::open(&self.path) {
+                    Ok(mut f) => {
+                        if let Err(source) = f.read_to_end(&mut bytes) {
+                            self.unread = true;
+                            report.not_writable = Some(self.io(source));
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(source) => {
+                        self.unread = true;
+                        report.not_writable = Some(self.io(source));
+                    }
+                }
+            }
+        }
+        bytes
+    }
+
+    /// The records in `bytes` by the file's format, and whether the file
+    /// must be rewritten (damage, or another format); a torn tail is cut off
+    /// the file and `bytes`, a missing header written.
+    fn records_of(&mut self, bytes: &mut Vec<u8>, report: &mut OpenReport) -> (Vec<Rec>, bool) {
+        let mut rewrite = false;
+        let recs = if bytes.len() < FILE_HEADER {
+            // New, or left by a start that could not finish writing its
+            // header: no record fits in fewer bytes.
+            if let Some(f) = self.file.as_mut() {
+                match fresh_header(f) {
+                    Ok(()) => *bytes = header().to_vec(),
+                    Err(source) => {
+                        self.file = None;
+                        report.not_writable = Some(self.io(source));
+                    }
+                }
+            }
+            Vec::new()
+        } else if bytes.starts_with(FILE_MAGIC) {
+            let journal::Parsed {
+                records: recs,
+                end,
+                damaged,
+            } = journal::parse(&MARKER, bytes, FILE_HEADER);
+            report.torn_bytes = (bytes.len() - end) as u64;
+            report.damaged_bytes = damaged;
+            if report.torn_bytes > 0 {
+                // Cut the torn tail so new records follow a clean one.
+                if let Some(f) = self.file.as_mut() {
+                    if let Err(source) = f.set_len(end as u64).and_then(|()| f.sync_all()) {
+                        self.file = None;
+                        report.not_writable = Some(self.io(source));
+                    }
+                }
+                bytes.truncate(end);
+            }
+            rewrite = damaged > 0;
+            recs
+        } else {
+            // Frames appended to a file in another format, or behind a
+            // damaged header, would be misread at the next start: only a
+            // rewrite makes this file writable.
+            self.file = None;
+            rewrite = true;
+            // A damaged file header must not cost the records behind it: a
+            // format-1 file has no frame markers, so frames that check out
+            // mean format 2.
+            let recs = journal::parse::<Rec>(&MARKER, bytes, 0).records;
+            if recs.is_empty() {
+                report.upgraded = true;
+                parse_v1(bytes)
+            } else {
+                report.damaged_bytes = FILE_HEADER as u64;
+                recs
+            }
+        };
+        (recs, rewrite)
     }
 
     /// The outbox file, opened (or created) for reading and appending, and

@@ -343,56 +343,11 @@ pub async fn worker(
         }
     };
     let info = pipeline.model.info.clone();
-    let (mut ttft, mut latency, mut overhead) =
-        (crate::measure::ttft::TtftStats::default(), None, None);
-    let mut split: Option<(f64, f64)> = None;
-    let mut spec = None;
-    if c.rag_cases > 0 && !cases.is_empty() {
-        let slot = &mut slots[0];
-        let prefix_tokens = pipeline.model.static_prefix_tokens();
-        let (mut probes, mut lats, mut wall, mut llama) = (vec![], vec![], 0.0, 0.0);
-        let (mut chosen, mut fed) = (0.0, 0.0);
-        // Each prompt twice, as `eval` probes it: TTFT from an empty cache,
-        // then the whole diagnosis with only the static prefix cached (as
-        // every daemon job starts), so the two compare.
-        let style = crate::llm::Style::Schema;
-        for case in cases.iter().take(c.rag_cases.max(1)) {
-            slot.keep_cache(0).await;
-            let cold = crate::measure::eval::probe_ttft(&pipeline, slot, &case.alarm, style).await;
-            slot.keep_cache(prefix_tokens).await;
-            let t = Instant::now();
-            let tr = pipeline.diagnose_traced(slot, &case.alarm, style).await;
-            if let Some(o) = &tr.first {
-                lats.push(t.elapsed().as_secs_f64() * 1e3);
-                chosen += f64::from(o.generated_tokens);
-                fed += f64::from(o.fed_tokens);
-                wall += o.total_ms;
-                llama += o.llama_decode_ms;
-            }
-            probes.push(crate::measure::ttft::CaseProbes {
-                cold,
-                prefix: crate::measure::ttft::Probe::of(tr.first.as_ref().map(|o| o.ttft_ms)),
-                repeat: crate::measure::ttft::Probe::Skipped,
-            });
-        }
-        ttft = crate::measure::ttft::stats(&probes);
-        latency = stats::mean(&lats);
-        let n = lats.len() as f64;
-        split = (!lats.is_empty()).then_some((chosen / n, fed / n));
-        overhead = (llama > 0.0).then(|| wall / llama - 1.0);
-        if c.speculation {
-            let lookup = pipeline
-                .cfg
-                .llm
-                .lookup
-                .unwrap_or(crate::measure::speculation::DEFAULT_LOOKUP);
-            let picked = &cases[..c.rag_cases.min(cases.len())];
-            spec = Some(
-                crate::measure::speculation::run_spec(&pipeline, slot, picked, 1, lookup, false)
-                    .await,
-            );
-        }
-    }
+    let probed = if c.rag_cases > 0 && !cases.is_empty() {
+        probe_cases(&pipeline, &mut slots[0], c, cases).await
+    } else {
+        Probed::default()
+    };
     crate::load::stop_slots(slots, hard).await;
     let (anon, file, hwm) = rss.finish();
     let peak = hwm.max(anon + file);
@@ -408,20 +363,87 @@ pub async fn worker(
         prompt_tps_sd: pp_sd,
         gen_tps: tg,
         gen_tps_sd: tg_sd,
-        ttft_cold_ms: ttft.ttft_cold_ms,
-        ttft_prefix_ms: ttft.ttft_prefix_ms_p50,
-        ttft_failed: ttft.ttft_cold_failed + ttft.ttft_prefix_failed,
-        alarm_latency_ms: latency,
-        chosen_tokens: split.map(|s| s.0),
-        fed_tokens: split.map(|s| s.1),
-        gen_overhead: overhead,
+        ttft_cold_ms: probed.ttft.ttft_cold_ms,
+        ttft_prefix_ms: probed.ttft.ttft_prefix_ms_p50,
+        ttft_failed: probed.ttft.ttft_cold_failed + probed.ttft.ttft_prefix_failed,
+        alarm_latency_ms: probed.latency,
+        chosen_tokens: probed.split.map(|s| s.0),
+        fed_tokens: probed.split.map(|s| s.1),
+        gen_overhead: probed.overhead,
         peak_rss_anon_mib: anon,
         peak_rss_file_mib: file,
         peak_rss_mib: peak,
         fits_budget: peak <= budget_mib,
         accuracy: None,
-        speculation: spec,
+        speculation: probed.spec,
     })
+}
+
+/// What the per-case probes of one configuration measured.
+#[derive(Default)]
+struct Probed {
+    ttft: crate::measure::ttft::TtftStats,
+    latency: Option<f64>,
+    /// Mean model-chosen and fed tokens per diagnosis.
+    split: Option<(f64, f64)>,
+    overhead: Option<f64>,
+    spec: Option<crate::measure::speculation::SpecReport>,
+}
+
+/// Diagnoses the first `c.rag_cases` cases on `slot`: TTFT cold and with the
+/// static prefix, latency, the token split, the overhead over llama.cpp's own
+/// decode time and, with `c.speculation`, lookup decoding off and on.
+async fn probe_cases(
+    pipeline: &crate::pipeline::Pipeline,
+    slot: &mut crate::llm::Slot,
+    c: &Combo,
+    cases: &[Case],
+) -> Probed {
+    let prefix_tokens = pipeline.model.static_prefix_tokens();
+    let (mut probes, mut lats, mut wall, mut llama) = (vec![], vec![], 0.0, 0.0);
+    let (mut chosen, mut fed) = (0.0, 0.0);
+    // Each prompt twice, as `eval` probes it: TTFT from an empty cache,
+    // then the whole diagnosis with only the static prefix cached (as
+    // every daemon job starts), so the two compare.
+    let style = crate::llm::Style::Schema;
+    for case in cases.iter().take(c.rag_cases.max(1)) {
+        slot.keep_cache(0).await;
+        let cold = crate::measure::eval::probe_ttft(pipeline, slot, &case.alarm, style).await;
+        slot.keep_cache(prefix_tokens).await;
+        let t = Instant::now();
+        let tr = pipeline.diagnose_traced(slot, &case.alarm, style).await;
+        if let Some(o) = &tr.first {
+            lats.push(t.elapsed().as_secs_f64() * 1e3);
+            chosen += f64::from(o.generated_tokens);
+            fed += f64::from(o.fed_tokens);
+            wall += o.total_ms;
+            llama += o.llama_decode_ms;
+        }
+        probes.push(crate::measure::ttft::CaseProbes {
+            cold,
+            prefix: crate::measure::ttft::Probe::of(tr.first.as_ref().map(|o| o.ttft_ms)),
+            repeat: crate::measure::ttft::Probe::Skipped,
+        });
+    }
+    let n = lats.len() as f64;
+    let spec = if c.speculation {
+        let lookup = pipeline
+            .cfg
+            .llm
+            .lookup
+            .unwrap_or(crate::measure::speculation::DEFAULT_LOOKUP);
+        let picked = &cases[..c.rag_cases.min(cases.len())];
+        Some(crate::measure::speculation::run_spec(pipeline, slot, picked, 1, lookup, false).await)
+    } else {
+        None
+    };
+    Probed {
+        ttft: crate::measure::ttft::stats(&probes),
+        latency: stats::mean(&lats),
+        split: (!lats.is_empty()).then_some((chosen / n, fed / n)),
+        overhead: (llama > 0.0).then(|| wall / llama - 1.0),
+        spec,
+    }
 }
 
 /// Refuses a combination the daemon could not be configured with: the

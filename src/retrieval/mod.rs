@@ -141,15 +141,28 @@ impl Index {
         if n == 0 || k == 0 {
             return Ok(Vec::new());
         }
-        let mut scores = vec![0f32; n];
         let mut qterms = terms(&q.text);
         if let Some(kind) = &q.kind {
             qterms.extend(terms(&kind.replace('_', " ")));
         }
         qterms.sort_unstable();
         qterms.dedup();
+        let mut scores = self.bm25(&qterms)?;
+        let code = q.code.as_ref().map(|c| c.to_ascii_uppercase());
+        self.boost_documents(&mut scores, code.as_deref(), q);
+        let candidates = shortlist(&scores, k);
+        let mut hits = self.hits_of(candidates, &scores, code.as_deref())?;
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.passage.cmp(&b.passage)));
+        hits.truncate(k);
+        Ok(hits)
+    }
+
+    /// Every passage's BM25 score for the query terms.
+    fn bm25(&self, qterms: &[String]) -> Result<Vec<f32>, IndexError> {
+        let n = self.raw.n_passages as usize;
+        let mut scores = vec![0f32; n];
         let avgdl = self.raw.avgdl.max(1.0);
-        for t in &qterms {
+        for t in qterms {
             let Some((df, list)) = self.raw.postings(t)? else {
                 continue;
             };
@@ -161,12 +174,17 @@ impl Index {
                 scores[pid as usize] += idf * tf * (K1 + 1.0) / (tf + norm);
             }
         }
-        let code = q.code.as_ref().map(|c| c.to_ascii_uppercase());
+        Ok(scores)
+    }
+
+    /// Raises the passages of documents that name the alarm's code or class,
+    /// or are in its language: those that matched a term, and every passage
+    /// of a document that names the code or class.
+    fn boost_documents(&self, scores: &mut [f32], code: Option<&str>, q: &Query) {
         let want_zh = has_cjk(&q.text);
-        let mut candidates: Vec<u32> = Vec::new();
         for (di, d) in self.raw.docs.iter().enumerate() {
             let mut boost = 0.0;
-            if let Some(c) = &code {
+            if let Some(c) = code {
                 if d.codes.iter().any(|dc| dc.eq_ignore_ascii_case(c)) {
                     boost += BOOST_CODE_DOC;
                 }
@@ -189,22 +207,16 @@ impl Index {
                 debug_assert!(self.raw.passage_meta(pid).1 as usize == di);
             }
         }
-        for (pid, s) in scores.iter().enumerate() {
-            if *s > 0.0 {
-                candidates.push(pid as u32);
-            }
-        }
-        // The code-in-heading boost needs the passage text, so it is applied to
-        // a shortlist only; it reorders the top, it cannot rescue the bottom.
-        let keep = (k * 8).max(24);
-        if candidates.len() > keep {
-            // Partial selection: a full sort of every matching passage is most
-            // of the query time at 10k passages.
-            candidates.select_nth_unstable_by(keep - 1, |a, b| {
-                scores[*b as usize].total_cmp(&scores[*a as usize])
-            });
-            candidates.truncate(keep);
-        }
+    }
+
+    /// The shortlisted passages as hits, with the code-in-heading boost
+    /// (which needs the passage's text).
+    fn hits_of(
+        &self,
+        candidates: Vec<u32>,
+        scores: &[f32],
+        code: Option<&str>,
+    ) -> Result<Vec<Hit>, IndexError> {
         let mut hits = Vec::with_capacity(candidates.len());
         for pid in candidates {
             let p = self.raw.passage(pid)?;
@@ -213,8 +225,8 @@ impl Index {
                 IndexError::Corrupt(format!("passage {pid} names a missing document"))
             })?;
             let mut score = scores[pid as usize];
-            if let Some(c) = &code {
-                if p.section.to_ascii_uppercase().contains(c.as_str()) {
+            if let Some(c) = code {
+                if p.section.to_ascii_uppercase().contains(c) {
                     score += BOOST_CODE_SECTION;
                     // The causes section is what a diagnosis needs first.
                     if ListKind::of(&p.section) == Some(ListKind::Causes) {
@@ -232,8 +244,6 @@ impl Index {
                 title: d.title.clone(),
             });
         }
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.passage.cmp(&b.passage)));
-        hits.truncate(k);
         Ok(hits)
     }
 }
@@ -279,6 +289,29 @@ impl Index {
             })
         })
     }
+}
+
+/// The passages worth a closer look: those scored above 0, at most
+/// `max(8k, 24)` of them. The code-in-heading boost needs the passage text,
+/// so it is applied to this shortlist only; it reorders the top, it cannot
+/// rescue the bottom.
+fn shortlist(scores: &[f32], k: usize) -> Vec<u32> {
+    let mut candidates: Vec<u32> = Vec::new();
+    for (pid, s) in scores.iter().enumerate() {
+        if *s > 0.0 {
+            candidates.push(pid as u32);
+        }
+    }
+    let keep = (k * 8).max(24);
+    if candidates.len() > keep {
+        // Partial selection: a full sort of every matching passage is most
+        // of the query time at 10k passages.
+        candidates.select_nth_unstable_by(keep - 1, |a, b| {
+            scores[*b as usize].total_cmp(&scores[*a as usize])
+        });
+        candidates.truncate(keep);
+    }
+    candidates
 }
 
 /// The prompt's passages with both lists a diagnosis needs: when they hold
