@@ -184,23 +184,29 @@ pub async fn run(
     Ok(())
 }
 
+/// Says in the journal what opening a journal file (`outbox`, `inbox`)
+/// recovered from: a torn last record, damaged records skipped.
+fn warn_recovered(journal: &str, torn_bytes: u64, damaged_bytes: u64) {
+    if torn_bytes > 0 {
+        tracing::warn!(
+            bytes = torn_bytes,
+            "{journal} ended in a torn record (power loss?); it was cut off"
+        );
+    }
+    if damaged_bytes > 0 {
+        tracing::warn!(
+            bytes = damaged_bytes,
+            "{journal} had damaged records; they were skipped and the rest kept"
+        );
+    }
+}
+
 /// Opens the outbox and says in the journal what it found. Never fails: on a
 /// read-only, full or failing disk the daemon still answers alarms, from
 /// memory, and says why its diagnoses are not on disk.
 fn open_outbox(cfg: &Config) -> Outbox {
     let (outbox, report) = Outbox::open(&cfg.state_dir, cfg.outbox.max_bytes);
-    if report.torn_bytes > 0 {
-        tracing::warn!(
-            bytes = report.torn_bytes,
-            "outbox ended in a torn record (power loss?); it was cut off"
-        );
-    }
-    if report.damaged_bytes > 0 {
-        tracing::warn!(
-            bytes = report.damaged_bytes,
-            "outbox had damaged records; they were skipped and the rest kept"
-        );
-    }
+    warn_recovered("outbox", report.torn_bytes, report.damaged_bytes);
     if let Some(err) = &report.not_rewritten {
         tracing::warn!(
             error = %err,
@@ -238,18 +244,7 @@ fn open_outbox(cfg: &Config) -> Outbox {
 fn open_inbox(cfg: &Config) -> Option<Inbox> {
     match Inbox::open(&cfg.state_dir, cfg.inbox.max_bytes) {
         Ok((inbox, report)) => {
-            if report.torn_bytes > 0 {
-                tracing::warn!(
-                    bytes = report.torn_bytes,
-                    "inbox ended in a torn record (power loss?); it was cut off"
-                );
-            }
-            if report.damaged_bytes > 0 {
-                tracing::warn!(
-                    bytes = report.damaged_bytes,
-                    "inbox had damaged records; they were skipped and the rest kept"
-                );
-            }
+            warn_recovered("inbox", report.torn_bytes, report.damaged_bytes);
             if let Some(e) = &report.not_compacted {
                 tracing::warn!(error = %e, "inbox could not be rewritten clean; appending to it as it is");
             }
