@@ -10,6 +10,7 @@ use std::time::Instant;
 use llama_cpp_2::token::LlamaToken;
 
 use super::context::SlotState;
+use super::decode_json::Value;
 use super::grammar::{self, Draft, DraftCause};
 use super::job::{GenOutput, GenRequest};
 use super::json_text::head_is_whole;
@@ -26,6 +27,28 @@ fn shown_end(len: usize, depth: usize, shown: usize) -> Option<usize> {
         return None;
     }
     Some(shown.max(depth))
+}
+
+/// What of a chosen item's JSON string is still to be fed after the tokens
+/// `choose_item` left pending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Owed {
+    /// The item went in whole, its closing quote included.
+    Nothing,
+    /// Only its head went in: the closing quote is owed.
+    Quote,
+}
+
+impl Owed {
+    /// The fixed text that follows the item, `after` (which opens with the
+    /// item's closing quote), from where the item left off: whole when the
+    /// quote is owed, else without its quote (the model read `""` once).
+    fn of(self, after: &str) -> &str {
+        match self {
+            Owed::Quote => after,
+            Owed::Nothing => &after[1..],
+        }
+    }
 }
 
 impl SlotState<'_> {
@@ -135,7 +158,8 @@ impl SlotState<'_> {
 
     /// Picks one of the manual items not taken yet, by `choose_tokens` over
     /// each item's JSON string body and its closing quote. Returns the item's
-    /// index; the tokens the model is shown of it are left in `pending`.
+    /// index, and whether its closing quote is still owed; the tokens the
+    /// model is shown of it are left in `pending`.
     ///
     /// The model is shown the item's first `shown` tokens (at least those up
     /// to where it parted from the others) and the closing quote, not the
@@ -149,7 +173,7 @@ impl SlotState<'_> {
         shown: usize,
         pending: &mut Vec<LlamaToken>,
         ready: Option<i32>,
-    ) -> Result<usize, LlmError> {
+    ) -> Result<(usize, Owed), LlmError> {
         let live: Vec<usize> = (0..items.len()).filter(|&k| !taken[k]).collect();
         // The manuals list causes most likely first and checks in the order
         // to do them: with the budget spent, the first untaken item is taken.
@@ -158,14 +182,18 @@ impl SlotState<'_> {
         let item = &items[k];
         let depth = depth.min(item.len());
         match shown_end(item.len(), depth, shown).and_then(|e| self.whole_head(item, e)) {
-            None => self.feed(pending, &item[depth..]),
+            None => {
+                self.feed(pending, &item[depth..]);
+                Ok((k, Owed::Nothing))
+            }
             Some(end) => {
+                // The quote goes with the fixed text after it: tokenized
+                // together they are the tokens the model would write (`","`
+                // is one token, `"` then `,"` two, and an unusual pair).
                 self.feed(pending, &item[depth..end]);
-                let quote = self.tokenize("\"", false);
-                self.feed(pending, &quote);
+                Ok((k, Owed::Quote))
             }
         }
-        Ok(k)
     }
 
     /// Moves the end of an item's head on until the head is whole text: no
@@ -284,7 +312,7 @@ impl SlotState<'_> {
             s.summary_value(
                 &mut sampler,
                 idx,
-                summary_cap,
+                Value::summary(summary_cap, req.summary_last),
                 budget,
                 req.lookup.as_ref(),
                 pending,
@@ -331,11 +359,16 @@ impl SlotState<'_> {
         let causes = self.item_tokens(items);
         let mut taken = vec![false; causes.len()];
         while !causes.is_empty() {
-            let k = self.choose_item(&causes, &taken, lists, req.item_tokens, pending, ready)?;
+            let (k, owed) =
+                self.choose_item(&causes, &taken, lists, req.item_tokens, pending, ready)?;
             taken[k] = true;
             draft.probable_causes.push(DraftCause {
                 cause: items[k].clone(),
-                likelihood: self.likelihood(lists, pending)?,
+                likelihood: self.likelihood(
+                    owed.of(grammar::CAUSE_TO_LIKELIHOOD),
+                    lists,
+                    pending,
+                )?,
                 item: Some(k),
             });
             let more = draft.probable_causes.len() < grammar::MAX_CAUSES
@@ -373,16 +406,15 @@ impl SlotState<'_> {
             grammar::ACTIONS_TO_SOURCES
         };
         while !actions.is_empty() {
-            let k = self.choose_item(&actions, &taken, lists, req.item_tokens, pending, ready)?;
+            let (k, owed) =
+                self.choose_item(&actions, &taken, lists, req.item_tokens, pending, ready)?;
             taken[k] = true;
             draft.actions.push(items[k].clone());
             draft.action_items.push(k);
             let more = draft.actions.len() < grammar::MAX_ACTIONS
                 && taken.contains(&false)
                 && self.tally.generated < lists;
-            // The item's closing quote is already in: the fixed parts after it
-            // go without theirs (the model read `""` here before).
-            match self.goes_on_ahead(more, &grammar::NEXT_ITEM[1..], &end[1..], pending)? {
+            match self.goes_on_ahead(more, owed.of(grammar::NEXT_ITEM), owed.of(end), pending)? {
                 Some(row) => ready = row,
                 None => break,
             }
@@ -394,6 +426,22 @@ impl SlotState<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_text_after_an_item_brings_its_quote_only_when_the_quote_is_owed() {
+        // A head: the quote goes in with what follows (`","` is one token).
+        assert_eq!(Owed::Quote.of(grammar::NEXT_ITEM), "\",\"");
+        assert_eq!(
+            Owed::Quote.of(grammar::CAUSE_TO_LIKELIHOOD),
+            "\",\"likelihood\":\""
+        );
+        // A whole item brought its own quote: never a second one (`""`).
+        assert_eq!(Owed::Nothing.of(grammar::NEXT_ITEM), ",\"");
+        assert_eq!(
+            Owed::Nothing.of(grammar::ACTIONS_TO_SUMMARY),
+            "],\"summary\":\""
+        );
+    }
 
     #[test]
     fn a_chosen_item_is_shown_by_its_head_and_never_less_than_its_branch() {

@@ -36,6 +36,9 @@ pub(super) struct SlotState<'m> {
     pub(super) prompts: PromptCache,
     /// Measured ms of a k-row verification (index k-1), once per context.
     pub(super) verify_ms: Option<Vec<f64>>,
+    /// The length of the last answer's prompt, whose state is still to be
+    /// saved (`save_unsaved`).
+    pub(super) unsaved: Option<usize>,
 }
 
 impl<'m> SlotState<'m> {
@@ -56,6 +59,7 @@ impl<'m> SlotState<'m> {
             tally: Tally::default(),
             prompts: PromptCache::new(s.prompt_cache_bytes),
             verify_ms: None,
+            unsaved: None,
         }
     }
 
@@ -144,6 +148,7 @@ impl<'m> SlotState<'m> {
                 .add(*t, (self.kv.len() + j) as i32, &[0], logits(j))
                 .map_err(|e| LlmError::Decode(e.to_string()))?;
         }
+        let t0 = std::time::Instant::now();
         self.ctx.decode(&mut self.batch).map_err(|e| {
             if self.progress.cancelled() {
                 LlmError::Cancelled
@@ -151,6 +156,12 @@ impl<'m> SlotState<'m> {
                 LlmError::Decode(e.to_string())
             }
         })?;
+        // Where a generation's time goes, call by call (`RUST_LOG=tidewatch=trace`).
+        tracing::trace!(
+            rows = tokens.len(),
+            us = t0.elapsed().as_micros() as u64,
+            "decode"
+        );
         self.kv.extend_from_slice(tokens);
         self.progress.tick(self.tally.generated);
         Ok(())
@@ -177,6 +188,7 @@ impl<'m> SlotState<'m> {
     /// Keeps only the first `n` cached tokens (0: none), for a measurement
     /// that starts cold or from the static prefix.
     pub(super) fn keep(&mut self, n: usize) {
+        self.save_unsaved();
         // A measurement that asks for a cold or prefix-only cache must not be
         // served from a saved prompt either.
         self.prompts.clear();

@@ -14,7 +14,7 @@ use super::context::SlotState;
 use super::grammar::{self, Draft, DraftCause};
 use super::job::{GenOutput, GenRequest};
 use super::json_text::{
-    classify, render_raw, to_last_clause, to_whole_clause, valid_utf8_prefix, Piece,
+    classify, ends_sentence, render_raw, to_last_clause, to_whole_clause, valid_utf8_prefix, Piece,
 };
 use super::lookup::Lookup;
 use super::LlmError;
@@ -34,6 +34,8 @@ pub(super) struct Value {
     pub(super) toks: Vec<LlamaToken>,
     /// Tokens the value may take.
     cap: usize,
+    /// The value is one sentence: it ends where the sentence does.
+    sentence: bool,
 }
 
 impl Value {
@@ -42,7 +44,24 @@ impl Value {
             bytes: Vec::new(),
             toks: Vec::new(),
             cap,
+            sentence: false,
         }
+    }
+
+    /// A summary of at most `cap` tokens; one that ends the answer (`last`)
+    /// is one sentence (see `summary_value`).
+    pub(super) fn summary(cap: usize, last: bool) -> Self {
+        Self {
+            sentence: last,
+            ..Self::new(cap)
+        }
+    }
+
+    /// Whether a one-sentence value has its sentence whole: what the model
+    /// writes after it is a second sentence, which the published value would
+    /// not keep whole anyway once the cap cuts it.
+    pub(super) fn ended(&self) -> bool {
+        self.sentence && ends_sentence(&self.bytes)
     }
 
     /// Whether the value must close now: at its cap, past the budget or
@@ -116,7 +135,8 @@ impl SlotState<'_> {
         out.seen = self.seen(answer.start, pending);
         out.raw = render_raw(&draft);
         out.draft = draft;
-        self.save_prompt(answer.prompt_len);
+        // Saved once the answer is out (`save_unsaved`), not before.
+        self.unsaved = Some(answer.prompt_len);
     }
 
     /// Samples one JSON string value (its closing quote included) starting
@@ -135,22 +155,27 @@ impl SlotState<'_> {
         pending: &mut Vec<LlamaToken>,
     ) -> Result<String, LlmError> {
         Ok(self
-            .sample_value(sampler, idx, cap, budget, spec, pending)?
+            .sample_value(sampler, idx, Value::new(cap), budget, spec, pending)?
             .text)
     }
 
-    /// `string_value` for the summary: one the cap or the budget cut off ends
-    /// at its last whole clause (`to_whole_clause`), never mid-phrase.
+    /// `string_value` for the summary: one the cap or the budget cut off
+    /// ends at its last whole clause (`to_whole_clause`), never mid-phrase.
+    /// A summary that ends the answer (`Value::summary`, `last`) ends with its first
+    /// sentence, the one sentence the system prompt asks for: a second one
+    /// only ran into the cap. One that comes first keeps what the model
+    /// writes, as the causes it writes next are read after it (closing it at
+    /// its first sentence changed them: README, "Chosen answers, measured").
     pub(super) fn summary_value(
         &mut self,
         sampler: &mut LlamaSampler,
         idx: i32,
-        cap: usize,
+        value: Value,
         budget: u32,
         spec: Option<&Lookup>,
         pending: &mut Vec<LlamaToken>,
     ) -> Result<String, LlmError> {
-        let v = self.sample_value(sampler, idx, cap, budget, spec, pending)?;
+        let v = self.sample_value(sampler, idx, value, budget, spec, pending)?;
         Ok(if v.cut {
             to_whole_clause(&v.text).to_string()
         } else {
@@ -163,17 +188,21 @@ impl SlotState<'_> {
         &mut self,
         sampler: &mut LlamaSampler,
         mut idx: i32,
-        cap: usize,
+        mut v: Value,
         budget: u32,
         spec: Option<&Lookup>,
         pending: &mut Vec<LlamaToken>,
     ) -> Result<Sampled, LlmError> {
         sampler.reset();
-        let mut v = Value::new(cap);
         // A token already sampled (from a verification row) but not decoded.
         let mut next: Option<LlamaToken> = None;
         let mut cut = false;
         loop {
+            // Drafts kept by a verification can end the sentence.
+            if v.ended() {
+                self.feed_text(pending, "\"");
+                break;
+            }
             if v.full(self.tally.generated, budget) {
                 if is_looping(&v.toks) {
                     tracing::debug!("repetition guard closed a value");
@@ -187,6 +216,12 @@ impl SlotState<'_> {
                 None => self.sample(sampler, idx),
             };
             if !self.take_token(t, &mut v, pending)? {
+                break;
+            }
+            if v.ended() {
+                // Left for the next decode, with the quote that closes it.
+                pending.push(t);
+                self.feed_text(pending, "\"");
                 break;
             }
             let draft = match spec {
@@ -241,13 +276,14 @@ impl SlotState<'_> {
     }
 
     /// A cause's likelihood, chosen from `LIKELIHOODS` (the middle one once
-    /// the budget is spent).
+    /// the budget is spent) after the fixed text `before` is fed.
     pub(super) fn likelihood(
         &mut self,
+        before: &str,
         budget: u32,
         pending: &mut Vec<LlamaToken>,
     ) -> Result<String, LlmError> {
-        self.feed_text(pending, &grammar::CAUSE_TO_LIKELIHOOD[1..]);
+        self.feed_text(pending, before);
         let l = self.choose_or(&grammar::LIKELIHOODS, 1, budget, pending)?;
         Ok(grammar::LIKELIHOODS[l].to_string())
     }
@@ -287,7 +323,7 @@ impl SlotState<'_> {
             summary: self.summary_value(
                 &mut sampler,
                 answer.idx,
-                cap,
+                Value::summary(cap, false),
                 budget,
                 req.lookup.as_ref(),
                 &mut pending,
@@ -324,7 +360,7 @@ impl SlotState<'_> {
                 self.string_value(sampler, idx, cap, budget, req.lookup.as_ref(), pending)?;
             draft.probable_causes.push(DraftCause {
                 cause,
-                likelihood: self.likelihood(budget, pending)?,
+                likelihood: self.likelihood(&grammar::CAUSE_TO_LIKELIHOOD[1..], budget, pending)?,
                 item: None,
             });
             // Another cause only if the actions still get their share.

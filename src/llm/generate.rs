@@ -38,6 +38,7 @@ impl Tally {
 
 impl SlotState<'_> {
     pub(super) fn generate(&mut self, req: &GenRequest) -> Result<GenOutput, LlmError> {
+        self.save_unsaved();
         self.tally = Tally::new(req.trace_steps);
         // llama.cpp starts a decode's clock at the decode and stops it at the
         // next synchronize; a decode whose logits nobody read (a cancelled

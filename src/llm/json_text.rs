@@ -69,6 +69,28 @@ pub(super) fn to_last_clause(s: &str) -> &str {
     s
 }
 
+/// Whether `bytes` end a sentence: a full stop, question or exclamation
+/// mark, Chinese or Western. A point after a digit may be inside a number
+/// ("2.5") and one after a lone letter inside an abbreviation ("e.g."), so
+/// neither ends anything.
+pub(super) fn ends_sentence(bytes: &[u8]) -> bool {
+    let Ok(s) = std::str::from_utf8(bytes) else {
+        return false;
+    };
+    let mut rev = s.trim_end().chars().rev();
+    match rev.next() {
+        Some('。' | '！' | '？' | '!' | '?') => true,
+        Some('.') => {
+            let before: String = rev.take_while(|c| !c.is_whitespace()).collect();
+            let letters = before.chars().filter(|c| c.is_alphabetic()).count();
+            !before.starts_with(|c: char| c.is_ascii_digit())
+                && letters > 1
+                && !before.contains('.')
+        }
+        _ => false,
+    }
+}
+
 /// A cut summary back to its last whole clause: the end of its last
 /// sentence, or else of its last clause (a comma, a colon), or else the
 /// whole text when it has neither. A summary cut at "…或面板" says less than
@@ -128,6 +150,25 @@ pub(super) fn render_raw(d: &Draft) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sentence_ends_at_its_stop_but_not_inside_a_number_or_an_abbreviation() {
+        let ends = |s: &str| ends_sentence(s.as_bytes());
+        assert!(ends("主机滑油压力低，可能由滑油泵故障导致。"));
+        assert!(ends("冷却水温度高！"));
+        assert!(ends("Lube oil pressure low, likely a worn pump."));
+        assert!(ends("Is the strainer clogged?"));
+        assert!(ends("Pressure low. "));
+        assert!(!ends("主机滑油压力低，可能由"));
+        assert!(!ends("Pressure fell to 2."));
+        assert!(!ends("Check the valves, e.g."));
+        assert!(!ends("Check valve A."));
+        assert!(!ends("Lube oil pressure low, likely"));
+        assert!(!ends("."));
+        assert!(!ends(""));
+        // A character cut between tokens is not a stop yet.
+        assert!(!ends_sentence(&"压力低。".as_bytes()[..10]));
+    }
 
     #[test]
     fn a_head_is_whole_on_a_character_boundary_outside_an_escape() {

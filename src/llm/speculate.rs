@@ -84,9 +84,9 @@ impl SlotState<'_> {
         let mut kept = 0;
         let mut next = None;
         for (i, d) in draft.iter().enumerate() {
-            // The value holds `t` already: only its cap, the budget or a
-            // repetition stop it here.
-            if v.full(self.tally.generated, budget) {
+            // The value holds `t` already: only its cap, the budget, a
+            // repetition or the end of its sentence stop it here.
+            if v.full(self.tally.generated, budget) || v.ended() {
                 break;
             }
             let s = self.sample(sampler, i as i32);

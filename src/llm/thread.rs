@@ -115,6 +115,7 @@ pub(super) fn run(
                 let r = state.generate(&req);
                 progress.finish_job();
                 let _ = reply.send(r);
+                state.save_unsaved();
             }
             SlotMsg::Keep(n, reply) => {
                 state.keep(n);
