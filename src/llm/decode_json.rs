@@ -349,15 +349,13 @@ impl SlotState<'_> {
     ) -> Result<(), LlmError> {
         let budget = req.max_tokens;
         loop {
-            let idx = self.decode(&std::mem::take(pending))?;
+            // The first cause leaves the actions half of what is left.
             let parts = if draft.probable_causes.is_empty() {
                 2
             } else {
                 1
             };
-            let cap = share(budget, self.tally.generated, parts, grammar::ITEM_TOKENS);
-            let cause =
-                self.string_value(sampler, idx, cap, budget, req.lookup.as_ref(), pending)?;
+            let cause = self.written_item(req, sampler, parts, pending)?;
             draft.probable_causes.push(DraftCause {
                 cause,
                 likelihood: self.likelihood(&grammar::CAUSE_TO_LIKELIHOOD[1..], budget, pending)?,
@@ -388,10 +386,7 @@ impl SlotState<'_> {
     ) -> Result<(), LlmError> {
         let budget = req.max_tokens;
         loop {
-            let idx = self.decode(&std::mem::take(pending))?;
-            let cap = share(budget, self.tally.generated, 1, grammar::ITEM_TOKENS);
-            let action =
-                self.string_value(sampler, idx, cap, budget, req.lookup.as_ref(), pending)?;
+            let action = self.written_item(req, sampler, 1, pending)?;
             draft.actions.push(action);
             let more =
                 draft.actions.len() < grammar::MAX_ACTIONS && self.tally.generated + 2 < budget;
@@ -402,6 +397,22 @@ impl SlotState<'_> {
                 return Ok(());
             }
         }
+    }
+
+    /// One written cause or action: what is pending is decoded, then the
+    /// value is sampled within its share of what is left of the budget
+    /// (`parts` shares, at most `ITEM_TOKENS`).
+    fn written_item(
+        &mut self,
+        req: &GenRequest,
+        sampler: &mut LlamaSampler,
+        parts: u32,
+        pending: &mut Vec<LlamaToken>,
+    ) -> Result<String, LlmError> {
+        let budget = req.max_tokens;
+        let idx = self.decode(&std::mem::take(pending))?;
+        let cap = share(budget, self.tally.generated, parts, grammar::ITEM_TOKENS);
+        self.string_value(sampler, idx, cap, budget, req.lookup.as_ref(), pending)
     }
 
     /// The passages the answer cites, chosen by their labels, none twice.
