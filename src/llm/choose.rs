@@ -51,6 +51,39 @@ impl Owed {
     }
 }
 
+/// Logits decoded ahead for the next item's first choice (`goes_on_ahead`):
+/// their row, and how many tokens the cache holds before it that every item
+/// still to choose from starts with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Ready {
+    row: i32,
+    depth: usize,
+}
+
+/// The tokens every item not taken yet starts with, short of where they
+/// part (and never a whole item): what the next item's choice would feed
+/// before consulting the model, so it can go into the batch before it.
+/// Empty when fewer than two items are left.
+fn shared_head(items: &[Vec<LlamaToken>], taken: &[bool]) -> Vec<LlamaToken> {
+    let live: Vec<&Vec<LlamaToken>> = items
+        .iter()
+        .zip(taken)
+        .filter(|(_, &t)| !t)
+        .map(|(i, _)| i)
+        .collect();
+    let Some((first, rest)) = live.split_first() else {
+        return Vec::new();
+    };
+    if rest.is_empty() {
+        return Vec::new();
+    }
+    let shortest = live.iter().map(|i| i.len()).min().unwrap_or(0);
+    let n = (0..shortest.saturating_sub(1))
+        .take_while(|&d| rest.iter().all(|i| i[d] == first[d]))
+        .count();
+    first[..n].to_vec()
+}
+
 impl SlotState<'_> {
     /// Picks one of `alts` by the model's logits, feeding shared tokens as
     /// fixed text. `pending` holds tokens not yet decoded; returns the choice.
@@ -94,8 +127,9 @@ impl SlotState<'_> {
     /// tokens are in `pending`; the caller feeds the rest (or not).
     ///
     /// `ready` is a logits row already decoded for the position after what
-    /// is cached (`goes_on_ahead`): the first branch point uses it if nothing
-    /// was fed before it.
+    /// is cached (`goes_on_ahead`), where the cache already holds the first
+    /// `ready.depth` tokens of every live sequence: the walk starts there,
+    /// and its first branch point uses the row if nothing was fed before it.
     fn choose_tokens(
         &mut self,
         seqs: &[Vec<LlamaToken>],
@@ -103,9 +137,10 @@ impl SlotState<'_> {
         default: usize,
         budget: u32,
         pending: &mut Vec<LlamaToken>,
-        mut ready: Option<i32>,
+        ready: Option<Ready>,
     ) -> Result<(usize, usize), LlmError> {
-        let mut depth = 0;
+        let mut depth = ready.map_or(0, |r| r.depth);
+        let mut ready = ready.map(|r| r.row);
         loop {
             let spent = self.tally.generated >= budget;
             if live.len() == 1 || spent {
@@ -172,7 +207,7 @@ impl SlotState<'_> {
         budget: u32,
         shown: usize,
         pending: &mut Vec<LlamaToken>,
-        ready: Option<i32>,
+        ready: Option<Ready>,
     ) -> Result<(usize, Owed), LlmError> {
         let live: Vec<usize> = (0..items.len()).filter(|&k| !taken[k]).collect();
         // The manuals list causes most likely first and checks in the order
@@ -181,18 +216,21 @@ impl SlotState<'_> {
         let (k, depth) = self.choose_tokens(items, live, default, budget, pending, ready)?;
         let item = &items[k];
         let depth = depth.min(item.len());
+        let (end, owed) = self.shown(item, depth, shown);
+        self.feed(pending, &item[depth..end]);
+        Ok((k, owed))
+    }
+
+    /// How much of a chosen item the model is shown (`choose_item`), given
+    /// that `depth` of its tokens are in: the end of what is shown, and
+    /// whether its closing quote is still owed.
+    fn shown(&self, item: &[LlamaToken], depth: usize, shown: usize) -> (usize, Owed) {
         match shown_end(item.len(), depth, shown).and_then(|e| self.whole_head(item, e)) {
-            None => {
-                self.feed(pending, &item[depth..]);
-                Ok((k, Owed::Nothing))
-            }
-            Some(end) => {
-                // The quote goes with the fixed text after it: tokenized
-                // together they are the tokens the model would write (`","`
-                // is one token, `"` then `,"` two, and an unusual pair).
-                self.feed(pending, &item[depth..end]);
-                Ok((k, Owed::Quote))
-            }
+            None => (item.len(), Owed::Nothing),
+            // The quote goes with the fixed text after it: tokenized
+            // together they are the tokens the model would write (`","`
+            // is one token, `"` then `,"` two, and an unusual pair).
+            Some(end) => (end, Owed::Quote),
         }
     }
 
@@ -213,17 +251,20 @@ impl SlotState<'_> {
     }
 
     /// `goes_on` where the list's next item is chosen right after `next`:
-    /// the decode that decides between `next` and `end` reads `next` too, on
-    /// the bet that the list goes on (it does more often than it ends), so
-    /// the next item's first choice has its logits without a decode of its
-    /// own. When the list ends instead, the bet's tokens leave the cache.
-    /// Returns None when the list ends, else the logits row for what follows
-    /// `next` (None inside Some when the bet could not be placed).
+    /// the decode that decides between `next` and `end` reads `next` too,
+    /// and `ahead` after it (what the next item's choice would feed before
+    /// it consults the model), on the bet that the list goes on (it does
+    /// more often than it ends), so the next item's first choice has its
+    /// logits without a decode of its own. When the list ends instead, the
+    /// bet's tokens leave the cache. Returns None when the list ends, else
+    /// the logits row for what follows `ahead` (None inside Some when the
+    /// bet could not be placed, and `ahead` is not in).
     fn goes_on_ahead(
         &mut self,
         more: bool,
         next: &str,
         end: &str,
+        ahead: &[LlamaToken],
         pending: &mut Vec<LlamaToken>,
     ) -> Result<Option<Option<i32>>, LlmError> {
         if !more {
@@ -238,15 +279,16 @@ impl SlotState<'_> {
             .take_while(|(a, b)| a == b)
             .count();
         let parts = shared < next_t.len() && shared < end_t.len();
-        let fits = pending.len() + next_t.len() <= self.n_batch;
+        let fits = pending.len() + next_t.len() + ahead.len() <= self.n_batch;
         if !parts || !fits || pending.len() + shared == 0 {
             return Ok(self.goes_on(more, next, end, pending)?.then_some(None));
         }
         // The branch token is the model's choice, not fed.
-        self.tally.fed += (next_t.len() - 1) as u32;
+        self.tally.fed += (next_t.len() - 1 + ahead.len()) as u32;
         let mut batch = std::mem::take(pending);
         let branch = batch.len() + shared - 1;
         batch.extend_from_slice(&next_t);
+        batch.extend_from_slice(ahead);
         let last = batch.len() - 1;
         let base = self.kv.len();
         if base + batch.len() >= self.n_ctx {
@@ -271,7 +313,7 @@ impl SlotState<'_> {
             return Ok(Some(Some(last as i32)));
         }
         // The bet's tokens from the branch on were never the answer's.
-        self.tally.fed -= (next_t.len() - shared - 1) as u32;
+        self.tally.fed -= (next_t.len() - shared - 1 + ahead.len()) as u32;
         self.truncate(base + branch + 1)?;
         pending.push(end_tok);
         self.feed(pending, &end_t[shared + 1..]);
@@ -304,9 +346,14 @@ impl SlotState<'_> {
         // shares out the budget): a tight `max_tokens` shortens the lists,
         // never empties the summary, and the job stays within it.
         let summary_cap = req.summary_tokens.max(1).min((budget / 2).max(1) as usize);
-        let lists = match req.summary_last {
-            true => budget.saturating_sub(summary_cap as u32),
-            false => budget,
+        let lists = Lists {
+            budget: match req.summary_last {
+                true => budget.saturating_sub(summary_cap as u32),
+                false => budget,
+            },
+            shown: req.item_tokens,
+            causes: self.item_tokens(&choices.causes),
+            actions: self.item_tokens(&choices.actions),
         };
         let mut summary = |s: &mut Self, idx: i32, pending: &mut Vec<LlamaToken>| {
             s.summary_value(
@@ -323,11 +370,27 @@ impl SlotState<'_> {
             self.feed_text(&mut pending, &grammar::SUMMARY_TO_CAUSES[1..]);
         }
         // The prompt's last row is the first cause's first choice.
-        let ready = req.summary_last.then_some(answer.idx);
-        self.chosen_causes(req, &choices.causes, lists, ready, &mut draft, &mut pending)?;
-        self.chosen_actions(req, &choices.actions, lists, &mut draft, &mut pending)?;
+        let ready = req.summary_last.then_some(Ready {
+            row: answer.idx,
+            depth: 0,
+        });
+        self.chosen_causes(&lists, &choices.causes, ready, &mut draft, &mut pending)?;
+        let end = match req.summary_last {
+            true => grammar::ACTIONS_TO_SUMMARY,
+            false => grammar::ACTIONS_TO_SOURCES,
+        };
+        let summary_row = self.chosen_actions(
+            &lists,
+            &choices.actions,
+            (end, req.summary_last),
+            &mut draft,
+            &mut pending,
+        )?;
         if req.summary_last {
-            let idx = self.decode(&std::mem::take(&mut pending))?;
+            let idx = match summary_row {
+                Some(row) => row,
+                None => self.decode(&std::mem::take(&mut pending))?,
+            };
             draft.summary = summary(self, idx, &mut pending)?;
             self.feed_text(&mut pending, "}");
         }
@@ -344,83 +407,131 @@ impl SlotState<'_> {
             .collect()
     }
 
-    /// The causes picked from the manual's `items`, each with its
-    /// likelihood, no item twice, while the model goes on and items and the
-    /// lists' budget are left. `ready`: as for `choose_tokens`.
+    /// The causes picked from the manual's items, each with its likelihood,
+    /// no item twice, while the model goes on and items and the lists'
+    /// budget are left. `ready`: as for `choose_tokens`.
     fn chosen_causes(
         &mut self,
-        req: &GenRequest,
+        lists: &Lists,
         items: &[String],
-        lists: u32,
-        mut ready: Option<i32>,
+        mut ready: Option<Ready>,
         draft: &mut Draft,
         pending: &mut Vec<LlamaToken>,
     ) -> Result<(), LlmError> {
-        let causes = self.item_tokens(items);
+        let causes = &lists.causes;
         let mut taken = vec![false; causes.len()];
         while !causes.is_empty() {
             let (k, owed) =
-                self.choose_item(&causes, &taken, lists, req.item_tokens, pending, ready)?;
+                self.choose_item(causes, &taken, lists.budget, lists.shown, pending, ready)?;
             taken[k] = true;
             draft.probable_causes.push(DraftCause {
                 cause: items[k].clone(),
                 likelihood: self.likelihood(
                     owed.of(grammar::CAUSE_TO_LIKELIHOOD),
-                    lists,
+                    lists.budget,
                     pending,
                 )?,
                 item: Some(k),
             });
             let more = draft.probable_causes.len() < grammar::MAX_CAUSES
                 && taken.contains(&false)
-                && self.tally.generated < lists;
+                && self.tally.generated < lists.budget;
+            let ahead = shared_head(causes, &taken);
             match self.goes_on_ahead(
                 more,
                 grammar::NEXT_CAUSE,
                 grammar::CAUSES_TO_ACTIONS,
+                &ahead,
                 pending,
             )? {
-                Some(row) => ready = row,
+                Some(row) => {
+                    ready = row.map(|row| Ready {
+                        row,
+                        depth: ahead.len(),
+                    })
+                }
                 None => break,
             }
         }
         Ok(())
     }
 
-    /// The actions picked from the manual's `items`, no item twice, while
-    /// the model goes on and items and the lists' budget are left.
+    /// The actions picked from the manual's items, no item twice, while
+    /// the model goes on and items and the lists' budget are left; the list
+    /// closes with `end.0`. `ready`: as for `choose_tokens`. With `end.1`
+    /// (what follows the list is sampled), an item left with no other to
+    /// choose from is decoded ahead with the list's end, and the row after
+    /// them is returned.
     fn chosen_actions(
         &mut self,
-        req: &GenRequest,
+        lists: &Lists,
         items: &[String],
-        lists: u32,
+        end: (&str, bool),
         draft: &mut Draft,
         pending: &mut Vec<LlamaToken>,
-    ) -> Result<(), LlmError> {
-        let actions = self.item_tokens(items);
+    ) -> Result<Option<i32>, LlmError> {
+        let actions = &lists.actions;
+        let (end, sampled_after) = end;
         let mut taken = vec![false; actions.len()];
         let mut ready = None;
-        let end = if req.summary_last {
-            grammar::ACTIONS_TO_SUMMARY
-        } else {
-            grammar::ACTIONS_TO_SOURCES
-        };
         while !actions.is_empty() {
             let (k, owed) =
-                self.choose_item(&actions, &taken, lists, req.item_tokens, pending, ready)?;
+                self.choose_item(actions, &taken, lists.budget, lists.shown, pending, ready)?;
             taken[k] = true;
             draft.actions.push(items[k].clone());
             draft.action_items.push(k);
             let more = draft.actions.len() < grammar::MAX_ACTIONS
                 && taken.contains(&false)
-                && self.tally.generated < lists;
-            match self.goes_on_ahead(more, owed.of(grammar::NEXT_ITEM), owed.of(end), pending)? {
-                Some(row) => ready = row,
+                && self.tally.generated < lists.budget;
+            // The last item left: if the list goes on, it is taken and
+            // ends the list, all without a choice.
+            let last = (taken.iter().filter(|&&t| !t).count() == 1)
+                .then(|| taken.iter().position(|&t| !t))
+                .flatten()
+                .filter(|_| sampled_after);
+            let tail = match last {
+                Some(j) => {
+                    let (e, o) = self.shown(&actions[j], 0, lists.shown);
+                    [actions[j][..e].to_vec(), self.tokenize(o.of(end), false)].concat()
+                }
+                None => shared_head(actions, &taken),
+            };
+            match self.goes_on_ahead(
+                more,
+                owed.of(grammar::NEXT_ITEM),
+                owed.of(end),
+                &tail,
+                pending,
+            )? {
+                Some(Some(row)) if last.is_some() => {
+                    let j = last.expect("checked");
+                    taken[j] = true;
+                    draft.actions.push(items[j].clone());
+                    draft.action_items.push(j);
+                    return Ok(Some(row));
+                }
+                Some(row) => {
+                    ready = row.map(|row| Ready {
+                        row,
+                        depth: tail.len(),
+                    })
+                }
                 None => break,
             }
         }
-        Ok(())
+        Ok(None)
     }
+}
+
+/// The manual's items a chosen answer picks from, as tokens, and how the
+/// lists are picked.
+struct Lists {
+    /// The lists' share of the answer's model steps.
+    budget: u32,
+    /// `llm.item_tokens`: how many tokens of a picked item the model reads.
+    shown: usize,
+    causes: Vec<Vec<LlamaToken>>,
+    actions: Vec<Vec<LlamaToken>>,
 }
 
 #[cfg(test)]
@@ -441,6 +552,25 @@ mod tests {
             Owed::Nothing.of(grammar::ACTIONS_TO_SUMMARY),
             "],\"summary\":\""
         );
+    }
+
+    fn toks(ids: &[i32]) -> Vec<LlamaToken> {
+        ids.iter().map(|&i| LlamaToken(i)).collect()
+    }
+
+    #[test]
+    fn the_items_left_share_their_opening_up_to_where_they_part() {
+        // Three checks that open with the same two tokens (`检查` `电机`).
+        let items = vec![toks(&[7, 8, 1, 9]), toks(&[7, 8, 2, 9]), toks(&[7, 3, 9])];
+        assert_eq!(shared_head(&items, &[false, false, false]), toks(&[7]));
+        // With the third taken, the other two go on together for longer.
+        assert_eq!(shared_head(&items, &[false, false, true]), toks(&[7, 8]));
+        // One item left: no choice is coming, so nothing to share.
+        assert_eq!(shared_head(&items, &[false, true, true]), toks(&[]));
+        assert_eq!(shared_head(&items, &[true, true, true]), toks(&[]));
+        // Never the whole of an item, even of two that are the same.
+        let same = vec![toks(&[4, 5, 9]), toks(&[4, 5, 9])];
+        assert_eq!(shared_head(&same, &[false, false]), toks(&[4, 5]));
     }
 
     #[test]
