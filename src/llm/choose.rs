@@ -458,10 +458,9 @@ impl SlotState<'_> {
 
     /// The actions picked from the manual's items, no item twice, while
     /// the model goes on and items and the lists' budget are left; the list
-    /// closes with `end.0`. `ready`: as for `choose_tokens`. With `end.1`
-    /// (what follows the list is sampled), an item left with no other to
-    /// choose from is decoded ahead with the list's end, and the row after
-    /// them is returned.
+    /// closes with `end.0`. With `end.1` (what follows the list is
+    /// sampled), an item left with no other to choose from is decoded ahead
+    /// with the list's end, and the logits row after them is returned.
     fn chosen_actions(
         &mut self,
         lists: &Lists,
@@ -485,10 +484,11 @@ impl SlotState<'_> {
                 && self.tally.generated < lists.budget;
             // The last item left: if the list goes on, it is taken and
             // ends the list, all without a choice.
-            let last = (taken.iter().filter(|&&t| !t).count() == 1)
-                .then(|| taken.iter().position(|&t| !t))
-                .flatten()
-                .filter(|_| sampled_after);
+            let left: Vec<usize> = (0..taken.len()).filter(|&j| !taken[j]).collect();
+            let last = match left[..] {
+                [j] if sampled_after => Some(j),
+                _ => None,
+            };
             let tail = match last {
                 Some(j) => {
                     let (e, o) = self.shown(&actions[j], 0, lists.shown);
@@ -496,27 +496,24 @@ impl SlotState<'_> {
                 }
                 None => shared_head(actions, &taken),
             };
-            match self.goes_on_ahead(
-                more,
-                owed.of(grammar::NEXT_ITEM),
-                owed.of(end),
-                &tail,
-                pending,
-            )? {
-                Some(Some(row)) if last.is_some() => {
-                    let j = last.expect("checked");
+            let next = owed.of(grammar::NEXT_ITEM);
+            match (
+                self.goes_on_ahead(more, next, owed.of(end), &tail, pending)?,
+                last,
+            ) {
+                (Some(Some(row)), Some(j)) => {
                     taken[j] = true;
                     draft.actions.push(items[j].clone());
                     draft.action_items.push(j);
                     return Ok(Some(row));
                 }
-                Some(row) => {
+                (Some(row), _) => {
                     ready = row.map(|row| Ready {
                         row,
                         depth: tail.len(),
                     })
                 }
-                None => break,
+                (None, _) => break,
             }
         }
         Ok(None)
