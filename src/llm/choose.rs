@@ -375,14 +375,10 @@ impl SlotState<'_> {
             depth: 0,
         });
         self.chosen_causes(&lists, &choices.causes, ready, &mut draft, &mut pending)?;
-        let end = match req.summary_last {
-            true => grammar::ACTIONS_TO_SUMMARY,
-            false => grammar::ACTIONS_TO_SOURCES,
-        };
         let summary_row = self.chosen_actions(
             &lists,
             &choices.actions,
-            (end, req.summary_last),
+            req.summary_last,
             &mut draft,
             &mut pending,
         )?;
@@ -436,7 +432,10 @@ impl SlotState<'_> {
             let more = draft.probable_causes.len() < grammar::MAX_CAUSES
                 && taken.contains(&false)
                 && self.tally.generated < lists.budget;
-            let ahead = shared_head(causes, &taken);
+            let ahead = match more {
+                true => shared_head(causes, &taken),
+                false => Vec::new(),
+            };
             match self.goes_on_ahead(
                 more,
                 grammar::NEXT_CAUSE,
@@ -457,36 +456,44 @@ impl SlotState<'_> {
     }
 
     /// The actions picked from the manual's items, no item twice, while
-    /// the model goes on and items and the lists' budget are left; the list
-    /// closes with `end.0`. With `end.1` (what follows the list is
-    /// sampled), an item left with no other to choose from is decoded ahead
-    /// with the list's end, and the logits row after them is returned.
+    /// the model goes on and items and the lists' budget are left. With
+    /// `summary_last` (the summary is sampled next), an item left with no
+    /// other to choose from is decoded ahead with the list's end, and the
+    /// logits row after them, the summary's first, is returned.
     fn chosen_actions(
         &mut self,
         lists: &Lists,
         items: &[String],
-        end: (&str, bool),
+        summary_last: bool,
         draft: &mut Draft,
         pending: &mut Vec<LlamaToken>,
     ) -> Result<Option<i32>, LlmError> {
         let actions = &lists.actions;
-        let (end, sampled_after) = end;
+        let end = match summary_last {
+            true => grammar::ACTIONS_TO_SUMMARY,
+            false => grammar::ACTIONS_TO_SOURCES,
+        };
         let mut taken = vec![false; actions.len()];
+        let mut take = |k: usize, taken: &mut [bool]| {
+            taken[k] = true;
+            draft.actions.push(items[k].clone());
+            draft.action_items.push(k);
+            draft.actions.len()
+        };
         let mut ready = None;
         while !actions.is_empty() {
             let (k, owed) =
                 self.choose_item(actions, &taken, lists.budget, lists.shown, pending, ready)?;
-            taken[k] = true;
-            draft.actions.push(items[k].clone());
-            draft.action_items.push(k);
-            let more = draft.actions.len() < grammar::MAX_ACTIONS
+            let picked = take(k, &mut taken);
+            let more = picked < grammar::MAX_ACTIONS
                 && taken.contains(&false)
                 && self.tally.generated < lists.budget;
             // The last item left: if the list goes on, it is taken and
-            // ends the list, all without a choice.
+            // ends the list, all without a choice. (Nothing goes ahead of a
+            // list that ends here.)
             let left: Vec<usize> = (0..taken.len()).filter(|&j| !taken[j]).collect();
             let last = match left[..] {
-                [j] if sampled_after => Some(j),
+                [j] if summary_last && more => Some(j),
                 _ => None,
             };
             let tail = match last {
@@ -494,7 +501,8 @@ impl SlotState<'_> {
                     let (e, o) = self.shown(&actions[j], 0, lists.shown);
                     [actions[j][..e].to_vec(), self.tokenize(o.of(end), false)].concat()
                 }
-                None => shared_head(actions, &taken),
+                None if more => shared_head(actions, &taken),
+                None => Vec::new(),
             };
             let next = owed.of(grammar::NEXT_ITEM);
             match (
@@ -502,9 +510,7 @@ impl SlotState<'_> {
                 last,
             ) {
                 (Some(Some(row)), Some(j)) => {
-                    taken[j] = true;
-                    draft.actions.push(items[j].clone());
-                    draft.action_items.push(j);
+                    take(j, &mut taken);
                     return Ok(Some(row));
                 }
                 (Some(row), _) => {
