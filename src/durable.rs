@@ -61,17 +61,59 @@ pub fn write_atomic_as(
 fn write_through(tmp: &Path, path: &Path, bytes: &[u8], access: Access) -> std::io::Result<()> {
     // A stale one (a crash mid-write) would keep its mode.
     let _ = std::fs::remove_file(tmp);
-    {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(access.mode())
-            .open(tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
+    let written = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(access.mode())
+        .open(tmp)
+        .and_then(|mut f| {
+            f.write_all(bytes)?;
+            f.sync_all()
+        })
+        .and_then(|()| std::fs::rename(tmp, path));
+    if written.is_err() {
+        // Half a file on a full disk would hold the space that the inbox
+        // and outbox need until the next write of the same file.
+        let _ = std::fs::remove_file(tmp);
     }
-    std::fs::rename(tmp, path)?;
+    written?;
     sync_dir(dir_of(path))
+}
+
+/// The share of a filesystem that caches (prompt states) leave free, and
+/// the least they leave: the inbox and outbox share the disk, and an alarm's
+/// answer matters more than a faster next one.
+const CACHE_RESERVE_SHARE: u64 = 10;
+const CACHE_RESERVE_MIN: u64 = 64 << 20;
+
+/// Whether a cache file of `len` bytes may be written into `dir`: it must
+/// leave [`CACHE_RESERVE_MIN`] and a tenth of the filesystem free.
+pub fn cache_room(dir: &Path, len: u64) -> std::io::Result<()> {
+    let st = nix::sys::statvfs::statvfs(dir).map_err(std::io::Error::from)?;
+    let unit = st.fragment_size() as u64;
+    let free = st.blocks_available() as u64 * unit;
+    let total = st.blocks() as u64 * unit;
+    if leaves_reserve(free, total, len) {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "{} has {} MiB free; a {} MiB cache file would leave less than the reserve kept for the inbox and outbox ({} MiB)",
+            dir.display(),
+            free >> 20,
+            len.div_ceil(1 << 20),
+            reserve(total) >> 20
+        )))
+    }
+}
+
+fn reserve(total: u64) -> u64 {
+    (total / CACHE_RESERVE_SHARE).max(CACHE_RESERVE_MIN)
+}
+
+/// The reserve rule of [`cache_room`], apart from the filesystem.
+fn leaves_reserve(free: u64, total: u64, len: u64) -> bool {
+    free.checked_sub(len)
+        .is_some_and(|left| left >= reserve(total))
 }
 
 /// Makes a rename or a new file in `dir` survive a power cut.
@@ -90,6 +132,37 @@ fn dir_of(path: &Path) -> &Path {
 pub(crate) mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_cache_file_never_eats_the_reserve() {
+        const MIB: u64 = 1 << 20;
+        // A 32 GiB card keeps a tenth free; a small one keeps 64 MiB.
+        assert!(leaves_reserve(4000 * MIB, 32768 * MIB, 100 * MIB));
+        assert!(!leaves_reserve(3300 * MIB, 32768 * MIB, 100 * MIB));
+        assert!(leaves_reserve(80 * MIB, 256 * MIB, 10 * MIB));
+        assert!(!leaves_reserve(70 * MIB, 256 * MIB, 10 * MIB));
+        assert!(!leaves_reserve(5 * MIB, 256 * MIB, 10 * MIB));
+    }
+
+    #[test]
+    fn a_failed_write_leaves_no_half_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.kv");
+        // A directory where the file should go makes the rename fail after
+        // the temp file was written.
+        std::fs::create_dir(&path).unwrap();
+        std::fs::write(path.join("inside"), b"x").unwrap();
+        assert!(write_atomic_as(&path, b"state", Access::Private, 3).is_err());
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            left,
+            vec![std::ffi::OsString::from("x.kv")],
+            "a temp file was left behind"
+        );
+    }
 
     /// Runs `f` with the process umask set to `mask`. The umask is
     /// process-wide, so tests that set it take turns.

@@ -76,6 +76,7 @@ pub async fn model_and_index(cfg: &Config, warm: bool) -> Result<Loaded, LoadErr
             kv_type: cfg.llm.kv_type.name().to_string(),
         }),
         prompt_chunk: cfg.llm.prompt_chunk as usize,
+        kv_type: cfg.llm.kv_type,
         verify_rows: cfg
             .llm
             .lookup

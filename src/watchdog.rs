@@ -58,7 +58,9 @@ impl Progress {
     pub fn start_job(&self, budget: u32) {
         let now = self.now_ms();
         self.cancel.store(false, Ordering::SeqCst);
-        self.preempt.store(false, Ordering::SeqCst);
+        // Not the pre-emption request: the daemon may ask before the job
+        // reaches the thread (it queues behind the prompt prefix at start);
+        // the daemon clears it when it hands the slot a new job.
         self.tokens.store(0, Ordering::Relaxed);
         self.budget.store(budget, Ordering::Relaxed);
         self.job_started_ms.store(now, Ordering::Relaxed);
@@ -98,8 +100,15 @@ impl Progress {
         self.preempt.store(true, Ordering::SeqCst);
     }
 
+    /// Withdraws a request that no longer has a job to stop.
+    pub fn clear_preempt(&self) {
+        self.preempt.store(false, Ordering::SeqCst);
+    }
+
+    /// Only a job is stopped: the prompt prefix computed before the first
+    /// job serves every alarm, the more severe one too.
     pub fn preempt_requested(&self) -> bool {
-        self.preempt.load(Ordering::Relaxed)
+        self.preempt.load(Ordering::Relaxed) && self.busy.load(Ordering::Relaxed)
     }
 
     pub fn cancelled(&self) -> bool {
@@ -238,6 +247,23 @@ mod tests {
             tokens,
             budget: 100,
         }
+    }
+
+    #[test]
+    fn a_preemption_asked_before_the_job_starts_stops_that_job_only() {
+        let p = Progress::new();
+        p.request_preempt();
+        // The prompt prefix, read before any job, is never stopped.
+        assert!(!p.preempt_requested());
+        p.start_job(10);
+        assert!(
+            p.preempt_requested(),
+            "the request was lost at the job's start"
+        );
+        p.finish_job();
+        p.clear_preempt();
+        p.start_job(10);
+        assert!(!p.preempt_requested(), "the next job inherited the request");
     }
 
     #[test]

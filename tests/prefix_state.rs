@@ -15,8 +15,14 @@ use common::{
 
 fn states(dir: &Path) -> Vec<PathBuf> {
     let kv = dir.join("state/kv");
+    // The prefix's own files: the passage-block states live in kv/prompts.
     let mut v: Vec<PathBuf> = std::fs::read_dir(&kv)
-        .map(|r| r.flatten().map(|e| e.path()).collect())
+        .map(|r| {
+            r.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_file())
+                .collect()
+        })
         .unwrap_or_default();
     v.sort();
     v
@@ -36,7 +42,15 @@ fn answer(d: &serde_json::Value) -> serde_json::Value {
 fn prefix_state_is_saved_restored_and_recomputed_when_damaged() {
     let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path(), free_port(), "kv", "", "");
+    // The static prefix alone: the passage-block tier (tests/prompt_disk.rs)
+    // would serve the repeats below from their blocks.
+    let cfg = config(
+        dir.path(),
+        free_port(),
+        "kv",
+        "prompt_cache_disk_mib = 0",
+        "",
+    );
     let a = alarm(
         "kv-1",
         "ME1",
@@ -106,7 +120,13 @@ fn prefix_state_is_saved_restored_and_recomputed_when_damaged() {
 
     // Another `[llm] ctx` sizes the context the state would be read into, so
     // the state is computed again under a new name, not restored.
-    let cfg = config(dir.path(), free_port(), "kv", "ctx = 4096", "");
+    let cfg = config(
+        dir.path(),
+        free_port(),
+        "kv",
+        "ctx = 4096\nprompt_cache_disk_mib = 0",
+        "",
+    );
     let (d5, log5) = diagnose(dir.path(), &cfg, &a);
     assert_full_diagnosis_shape(&d5);
     assert!(!log5.contains("prompt prefix restored"), "{log5}");

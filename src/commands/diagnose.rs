@@ -17,8 +17,12 @@ async fn diagnose(cfg: Config, alarm_path: &std::path::Path) -> Result<(), Comma
     })?;
     let (pipeline, mut slots) = crate::load::pipeline(cfg, true).await?;
     let d = pipeline.diagnose(&mut slots[0], &alarm).await;
-    let mut out = std::io::stdout().lock();
-    print_json(&mut out, &d)?;
+    print_json(&mut std::io::stdout().lock(), &d)?;
+    // The slot saves the prompt's state for the next run after the answer
+    // (the disk tier): let it finish before the process ends.
+    for slot in slots {
+        slot.stop(std::time::Duration::from_secs(60)).await;
+    }
     Ok(())
 }
 

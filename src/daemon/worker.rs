@@ -85,6 +85,9 @@ pub(super) async fn run(
 /// alarm can stop it.
 fn set_running(s: &Shared, slot: &Slot, job: Option<&Job<Key>>) {
     let mut running = s.running();
+    // Under the registry's lock, where the hub asks: a request made for the
+    // job before never reaches this one.
+    slot.progress.clear_preempt();
     if running.len() <= slot.id {
         running.resize_with(slot.id + 1, || None);
     }

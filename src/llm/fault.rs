@@ -1,7 +1,9 @@
 //! Fault injection for the watchdog's tests (cargo feature
 //! `fault-injection`, env `TIDEWATCH_FAULT`): a slot that stops reporting
 //! progress after k tokens (`stall-after:k`), or a decode that never returns
-//! from native code (`native-stall`). Each fires once per process.
+//! from native code (`native-stall`). Each fires once per process, except
+//! `slow-decode:ms`, which makes every decode call take `ms` longer (a board
+//! that reads prompts slowly, for the pre-emption tests).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -13,6 +15,7 @@ enum Fault {
     None,
     StallAfter(u32),
     NativeStall,
+    SlowDecode(u64),
 }
 
 static FIRED: AtomicBool = AtomicBool::new(false);
@@ -23,6 +26,10 @@ fn active() -> Fault {
     }
     match std::env::var("TIDEWATCH_FAULT").ok().as_deref() {
         Some("native-stall") => Fault::NativeStall,
+        Some(s) if s.starts_with("slow-decode:") => s
+            .strip_prefix("slow-decode:")
+            .and_then(|n| n.parse().ok())
+            .map_or(Fault::None, Fault::SlowDecode),
         Some(s) => s
             .strip_prefix("stall-after:")
             .and_then(|n| n.parse().ok())
@@ -34,6 +41,15 @@ fn active() -> Fault {
 /// Marks the fault as used; true for the one caller that fires it.
 fn fire() -> bool {
     !FIRED.swap(true, Ordering::SeqCst)
+}
+
+/// `slow-decode:ms`: every decode call takes `ms` longer, as on a board
+/// that reads ~10 prompt tokens a second. Reports progress while it waits.
+pub(super) fn slow_decode(progress: &Progress) {
+    if let Fault::SlowDecode(ms) = active() {
+        std::thread::sleep(Duration::from_millis(ms));
+        progress.heartbeat();
+    }
 }
 
 /// `native-stall`: the decode about to start never returns, as one wedged

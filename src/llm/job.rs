@@ -120,6 +120,8 @@ pub struct SlotSettings {
     /// The disk tier of saved prompt states, shared by the slots (None:
     /// RAM only).
     pub prompt_disk: Option<super::prompt_cache::DiskSpec>,
+    /// The KV cache's element type (keys and values).
+    pub kv_type: crate::config::KvType,
     /// Prompt tokens per decode call: what bounds how long a pre-emption
     /// waits for the call in progress.
     pub prompt_chunk: usize,

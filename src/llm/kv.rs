@@ -21,7 +21,7 @@ use super::error::LlmError;
 use super::fault;
 use super::job::SlotSettings;
 use super::lookup;
-use super::prefix::StateShape;
+use super::prefix::{self, StateShape};
 use super::prompt_cache::{PromptCache, Restore};
 use crate::watchdog::Progress;
 
@@ -41,6 +41,9 @@ pub(super) struct Kv<'m> {
     progress: &'m Progress,
     /// The slot's number: its temp files, its log lines.
     slot: usize,
+    /// What a saved state's layout depends on besides the model, the
+    /// llama.cpp build and the shape: the KV cache's element type.
+    kv_type: &'static str,
     /// Saved prompts' KV states, to resume a prompt that shares them.
     prompts: PromptCache,
     /// Measured ms of a k-row verification (index k-1), once per context.
@@ -77,6 +80,7 @@ impl<'m> Kv<'m> {
             chunk: s.prompt_chunk.clamp(1, s.batch.max(1) as usize),
             progress,
             slot,
+            kv_type: s.kv_type.name(),
             prompts,
             verify_ms: None,
             unsaved: None,
@@ -125,6 +129,12 @@ impl<'m> Kv<'m> {
 
     pub(super) fn slot(&self) -> usize {
         self.slot
+    }
+
+    /// The llama.cpp build and KV type a saved state of this context is
+    /// keyed by (`prefix::StateKey`).
+    pub(super) fn state_build(&self) -> String {
+        prefix::state_build(self.kv_type)
     }
 
     pub(super) fn verify_ms(&self) -> Option<&[f64]> {
@@ -258,6 +268,7 @@ impl<'m> Kv<'m> {
         tokens: &[LlamaToken],
         logits: impl Fn(usize) -> bool,
     ) -> Result<(), LlmError> {
+        fault::slow_decode(self.progress);
         self.batch.clear();
         for (j, t) in tokens.iter().enumerate() {
             self.batch

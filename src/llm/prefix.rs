@@ -44,10 +44,15 @@ impl std::fmt::Display for StateShape {
     }
 }
 
+/// The build string saved states are keyed by: llama.cpp's build and the
+/// KV cache's element type, either of which changes a state's layout.
+pub fn state_build(kv_type: &str) -> String {
+    format!("{}; kv {kv_type}", super::model::llama_cpp_build())
+}
+
 /// What a saved state must match, besides its tokens, to be handed to
 /// llama.cpp: the model file, the llama.cpp build and the context shape.
-/// The KV cache types are not set by tidewatch, so they are llama.cpp's
-/// defaults and the build covers them; a knob for them must join `shape`.
+/// The KV cache type goes in with the build (`state_build`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateKey {
     /// Kept readable in file names so states group by model in `state_dir`.
@@ -223,7 +228,9 @@ pub fn decode<'b>(
 /// the fleet's manuals. Slots starting together may save the same file, so
 /// each writes through a temp file of its own.
 pub fn save(path: &Path, bytes: &[u8], slot: usize) -> std::io::Result<()> {
-    std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    crate::durable::cache_room(dir, bytes.len() as u64)?;
     crate::durable::write_atomic_as(path, bytes, crate::durable::Access::Private, slot)
 }
 

@@ -108,11 +108,7 @@ impl PromptCache {
         let disk = disk.filter(|(d, _)| d.limit > 0).map(|(d, shape)| Disk {
             dir: d.dir.clone(),
             limit: d.limit,
-            key: StateKey::new(
-                &d.model_key,
-                &format!("{}; kv {}", super::model::llama_cpp_build(), d.kv_type),
-                shape,
-            ),
+            key: StateKey::new(&d.model_key, &prefix::state_build(&d.kv_type), shape),
             warned: false,
         });
         Self {
@@ -233,9 +229,16 @@ impl PromptCache {
         }
         let path = d.path_of(tokens);
         let t0 = std::time::Instant::now();
-        match std::fs::create_dir_all(&d.dir).and_then(|()| {
-            crate::durable::write_atomic_as(&path, &bytes, crate::durable::Access::Private, slot)
-        }) {
+        match std::fs::create_dir_all(&d.dir)
+            .and_then(|()| crate::durable::cache_room(&d.dir, bytes.len() as u64))
+            .and_then(|()| {
+                crate::durable::write_atomic_as(
+                    &path,
+                    &bytes,
+                    crate::durable::Access::Private,
+                    slot,
+                )
+            }) {
             Ok(()) => {
                 tracing::debug!(tokens = tokens.len(), bytes = bytes.len(), ms = t0.elapsed().as_millis() as u64, file = %path.display(), "prompt state saved to disk");
                 d.evict(&path);

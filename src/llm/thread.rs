@@ -7,7 +7,7 @@
 use std::num::NonZeroU32;
 use std::sync::{mpsc, Arc, Mutex};
 
-use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::context::params::{KvCacheType, LlamaContextParams};
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::model::LlamaModel;
 
@@ -17,6 +17,7 @@ use super::job::{GenOutput, GenRequest, SlotSettings};
 use super::kv::Kv;
 use super::speculate::{measure_verify, verify_cost};
 use super::warm;
+use crate::config::KvType;
 use crate::watchdog::Progress;
 
 pub(super) enum SlotMsg {
@@ -73,6 +74,14 @@ fn context_params(s: &SlotSettings, progress: &Arc<Progress>) -> LlamaContextPar
         .with_n_threads_batch(s.threads as i32)
         // llama_perf timings feed the overhead check against llama.cpp's own figures.
         .with_no_perf(false);
+    let p = match s.kv_type {
+        KvType::F16 => p,
+        // A quantized V cache needs flash attention, which llama.cpp turns
+        // on by itself where the CPU build supports it.
+        KvType::Q8_0 => p
+            .with_type_k(KvCacheType::Q8_0)
+            .with_type_v(KvCacheType::Q8_0),
+    };
     with_abort(p, progress)
 }
 

@@ -33,7 +33,7 @@ pub(super) fn warm(kv: &mut Kv<'_>, spec: &PrefixSpec) -> Warmed {
     // What llama.cpp made of the settings, not the settings: it sizes the
     // buffers the state is read into.
     let shape = kv.shape();
-    let key = StateKey::new(&spec.model_key, super::model::llama_cpp_build(), shape);
+    let key = StateKey::new(&spec.model_key, &kv.state_build(), shape);
     let path = spec.dir.as_ref().map(|d| d.join(key.file_name(&tokens)));
     if let Some(path) = path.as_ref().filter(|p| p.is_file()) {
         match restore_prefix(kv, path, &key, &tokens) {
