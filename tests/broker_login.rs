@@ -262,3 +262,100 @@ fn clean_session_under_the_daemons_client_id_from_another_login_keeps_its_queued
         d.log()
     );
 }
+
+/// Issue 29 item 3: login.sh gave the new password to awk as `-v lines=...`,
+/// where every local user can read it in /proc/PID/cmdline. Every program
+/// login.sh starts goes through a PATH of shims that log their arguments,
+/// and /proc/*/cmdline is sampled meanwhile for programs started otherwise.
+#[test]
+fn login_sh_never_puts_the_password_on_a_command_line() {
+    require_tool("mosquitto_passwd", "mosquitto");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cfg = config(d, free_port(), PREFIX, "", "");
+    let toml = std::fs::read_to_string(&cfg).unwrap();
+    assert!(!toml.contains("password"), "{toml}");
+
+    // shims/NAME -> log.sh for every program on PATH: log.sh appends its
+    // arguments to args.log and runs the real NAME.
+    let shims = d.join("shims");
+    std::fs::create_dir(&shims).unwrap();
+    let log = d.join("args.log");
+    let path = std::env::var("PATH").unwrap();
+    let recorder = d.join("log.sh");
+    std::fs::write(
+        &recorder,
+        format!(
+            "#!/bin/bash\nprintf '%q ' \"${{0##*/}}\" \"$@\" >>'{log}'\necho >>'{log}'\n\
+             real=$(PATH='{path}' command -v \"${{0##*/}}\") || exit 127\nexec \"$real\" \"$@\"\n",
+            log = log.display(),
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &recorder,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    for p in std::env::split_paths(&path) {
+        for e in std::fs::read_dir(&p).into_iter().flatten().flatten() {
+            let _ = std::os::unix::fs::symlink(&recorder, shims.join(e.file_name()));
+        }
+    }
+
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut seen = std::collections::HashSet::new();
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                for e in std::fs::read_dir("/proc").unwrap().flatten() {
+                    if let Ok(c) = std::fs::read(e.path().join("cmdline")) {
+                        seen.insert(String::from_utf8_lossy(&c).replace('\0', " "));
+                    }
+                }
+            }
+            seen
+        })
+    };
+    let out = Command::new(repo().join("deploy/mosquitto/login.sh"))
+        .arg(&cfg)
+        .arg(d.join("passwd"))
+        .env("PATH", format!("{}:{path}", shims.display()))
+        .output()
+        .unwrap();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let sampled = sampler.join().unwrap();
+    assert!(out.status.success(), "login.sh failed: {}", text(&out));
+
+    let toml = std::fs::read_to_string(&cfg).unwrap();
+    let password = toml
+        .lines()
+        .find_map(|l| l.strip_prefix("password = \""))
+        .and_then(|l| l.strip_suffix('"'))
+        .unwrap_or_else(|| panic!("login.sh wrote no password:\n{toml}"));
+    assert_eq!(password.len(), 32, "{toml}");
+    let started = std::fs::read_to_string(&log).unwrap_or_default();
+    // The shims did see login.sh's programs, or this test proves nothing.
+    assert!(
+        started.lines().any(|l| l.starts_with("mosquitto_passwd ")),
+        "the shims saw no mosquitto_passwd:\n{started}"
+    );
+    for line in started.lines() {
+        assert!(
+            !line.contains(password),
+            "login.sh put the password on a command line: {line}"
+        );
+    }
+    // The sampler did look while login.sh ran.
+    assert!(
+        sampled.iter().any(|c| c.contains("login.sh")),
+        "the sampler never saw login.sh"
+    );
+    for cmdline in &sampled {
+        assert!(
+            !cmdline.contains(password),
+            "a process had the password in its arguments: {cmdline}"
+        );
+    }
+}
