@@ -20,8 +20,10 @@ const T: Duration = Duration::from_secs(240);
 const PREFIX: &str = "tidewatch";
 
 /// A mosquitto running the deploy loopback config on a free port, with the
-/// daemon's config and login made by login.sh, and logins for a sensor, an
-/// operator and an intruder (a user the ACL grants nothing).
+/// daemon's config and login made by login.sh, and logins for two sensors
+/// (named for their equipment, as tidewatch.acl wants), an operator, an
+/// intruder (a user the ACL grants nothing) and a watcher that reads alarms
+/// in the daemon's place.
 struct Board {
     broker: Broker,
     cfg: PathBuf,
@@ -42,9 +44,11 @@ impl Board {
             .unwrap();
         assert!(out.status.success(), "login.sh failed: {}", text(&out));
         for (user, pass) in [
-            ("sensor-main-engine", "sensor-secret"),
+            ("ME1", "sensor-secret"),
+            ("ME2", "sensor-secret"),
             ("operator", "operator-secret"),
             ("intruder", "intruder-secret"),
+            ("watcher", "watcher-secret"),
         ] {
             let out = Command::new(&passwd_bin)
                 .arg("-b")
@@ -149,7 +153,7 @@ impl Board {
             "main engine lube oil inlet pressure low, standby pump started",
         );
         let out = self
-            .tool("mosquitto_pub", "sensor-main-engine", "sensor-secret")
+            .tool("mosquitto_pub", "ME1", "sensor-secret")
             .args(["-q", "1", "-t", "tidewatch/alarm/ME1", "-m", &body])
             .output()
             .unwrap();
@@ -162,8 +166,22 @@ impl Board {
 }
 
 /// deploy/mosquitto/local.conf with this test's port and files in place of the
-/// board's, and the ACL as shipped.
+/// board's, and the ACL as shipped with one block added: `watcher` reads
+/// alarms, so a test can see what reaches the daemon without being it.
 fn deploy_conf(dir: &Path, port: u16, passwd: &Path) -> PathBuf {
+    let acl = dir.join("tidewatch.acl");
+    let shipped = std::fs::read_to_string(repo().join("deploy/mosquitto/tidewatch.acl")).unwrap();
+    std::fs::write(
+        &acl,
+        format!(
+            "{shipped}
+user watcher
+topic read tidewatch/alarm/#
+"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&acl, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
     let shipped = std::fs::read_to_string(repo().join("deploy/mosquitto/local.conf")).unwrap();
     let mut conf = format!("log_dest stderr\nlog_type all\n{shipped}");
     for (from, to) in [
@@ -175,13 +193,7 @@ fn deploy_conf(dir: &Path, port: u16, passwd: &Path) -> PathBuf {
             "/etc/mosquitto/tidewatch.passwd",
             passwd.display().to_string(),
         ),
-        (
-            "/etc/mosquitto/tidewatch.acl",
-            repo()
-                .join("deploy/mosquitto/tidewatch.acl")
-                .display()
-                .to_string(),
-        ),
+        ("/etc/mosquitto/tidewatch.acl", acl.display().to_string()),
     ] {
         assert!(
             conf.contains(from),
@@ -356,6 +368,97 @@ fn login_sh_never_puts_the_password_on_a_command_line() {
         assert!(
             !cmdline.contains(password),
             "a process had the password in its arguments: {cmdline}"
+        );
+    }
+}
+
+/// Issue 29 item 7: the queue merges alarms by equipment and code, and the
+/// shipped ACL let every sensor write every alarm topic, so one sensor's text
+/// went into the diagnosis of another's genuine alarm. Now a sensor's login is
+/// its equipment's name and writes that equipment's topic only; people write
+/// none, even one named like equipment.
+#[test]
+fn a_sensor_login_raises_alarms_for_its_own_equipment_only() {
+    let _serial = common::serial();
+    let b = Board::start();
+    let watch = |extra: &[&str]| {
+        let out = b
+            .tool("mosquitto_sub", "watcher", "watcher-secret")
+            .args([
+                "-c",
+                "-i",
+                "watcher",
+                "-q",
+                "1",
+                "-v",
+                "-t",
+                "tidewatch/alarm/#",
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "watcher: {}\n{}", text(&out), b.log());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // The watcher's persistent session, so nothing published below is missed.
+    watch(&["-E"]);
+    let body = |id: &str, equipment: &str| {
+        alarm(
+            id,
+            equipment,
+            "ME-LO-PRES-LO",
+            "critical",
+            "main_engine_lube_oil",
+            "lube oil pressure low",
+        )
+    };
+    // Forgeries first: had one got through, the watcher would read it first.
+    for (user, pass, equipment, id) in [
+        ("ME2", "sensor-secret", "ME1", "forged-by-ME2"),
+        (
+            "operator",
+            "operator-secret",
+            "operator",
+            "forged-by-operator",
+        ),
+        ("ME1", "sensor-secret", "ME1", "own-ME1"),
+        ("ME2", "sensor-secret", "ME2", "own-ME2"),
+    ] {
+        let out = b
+            .tool("mosquitto_pub", user, pass)
+            .args(["-q", "1", "-t", &format!("tidewatch/alarm/{equipment}")])
+            .args(["-m", &body(id, equipment)])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{user} cannot connect: {}",
+            text(&out)
+        );
+    }
+    let got = watch(&["-C", "2", "-W", "10"]);
+    let topics_ids: Vec<(String, String)> = got
+        .lines()
+        .map(|l| {
+            let (topic, payload) = l.split_once(' ').unwrap();
+            let v: serde_json::Value = serde_json::from_str(payload).unwrap();
+            (topic.to_string(), v["id"].as_str().unwrap().to_string())
+        })
+        .collect();
+    assert_eq!(
+        topics_ids,
+        [
+            ("tidewatch/alarm/ME1".to_string(), "own-ME1".to_string()),
+            ("tidewatch/alarm/ME2".to_string(), "own-ME2".to_string()),
+        ],
+        "broker:\n{}",
+        b.log()
+    );
+    let log = b.log();
+    for denied in ["Denied PUBLISH from ME2", "Denied PUBLISH from operator"] {
+        assert!(
+            log.contains(denied),
+            "no {denied:?} in the broker log:\n{log}"
         );
     }
 }
