@@ -245,9 +245,10 @@ end
 # root-only files of the box's own stand in for one.
 begin links
 models=/var/lib/tidewatch/models
-install_again() { # install_again LOG: install.sh as above
-    box /opt/tw/deploy/install.sh --binary /opt/tw/tidewatch --model "/opt/tw/models/$model_name" \
-        --knowledge /opt/tw/knowledge2 >"$1" 2>&1
+install_again() { # install_again LOG: install.sh as above, the model named as in README (relative)
+    # shellcheck disable=SC2016 # $1 is expanded by the box's sh, on purpose
+    box sh -c 'cd /opt/tw && deploy/install.sh --binary ./tidewatch --model "models/$1" --knowledge knowledge2' \
+        sh "$model_name" >"$1" 2>&1
 }
 box sh -c 'mkdir -m 0700 /root/twbox /root/twbox/dir && cp "$1" /root/twbox/model && chmod 0600 /root/twbox/model' \
     sh "/opt/tw/models/$model_name"

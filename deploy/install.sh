@@ -218,8 +218,10 @@ changed=$other_changed
 # model gets its mode and owner in a directory only root can enter and is
 # renamed into place (a rename replaces a link, it never follows one).
 install_model() (
-    local src=$1 name stage
-    name=$(basename "$src")
+    local src name stage
+    # Absolute: the cd below must not change which file a relative --model names.
+    src=$(realpath -e -- "$1") || die "model '$1' does not exist"
+    name=$(basename "$1")
     local state_phys
     # Links above $STATE_DIR are root's (a /var moved to another disk); only
     # the last step, the daemon's, must not be one.
