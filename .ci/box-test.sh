@@ -3,6 +3,7 @@
 # under systemd-nspawn, installs tidewatch with deploy/install.sh exactly as on the
 # board, and proves the things that only show up under a real init: Type=notify
 # readiness, an alarm in and a diagnosis out over MQTT, structured journald fields,
+# links the daemon's user plants in its model directory never followed by install.sh,
 # a watchdog kill + restart of a hung daemon, and a restart after an abort (what a
 # panic ends in). Needs root.
 #
@@ -237,6 +238,48 @@ box runuser -u tidewatch -- test -r "/var/lib/tidewatch/models/$model_name" ||
     fail "user tidewatch cannot read the installed model"
 end
 
+# ------------------------------------------------------------------ links
+# The model directory belongs to the daemon's user (issue 29 item 4): what it puts
+# there must not lead install.sh, running as root, to change a file elsewhere. A
+# compromised daemon would aim a link at a root file (the broker's TLS key); here
+# root-only files of the box's own stand in for one.
+begin links
+models=/var/lib/tidewatch/models
+install_again() { # install_again LOG: install.sh as above, the model named as in README (relative)
+    # shellcheck disable=SC2016 # $1 is expanded by the box's sh, on purpose
+    box sh -c 'cd /opt/tw && deploy/install.sh --binary ./tidewatch --model "models/$1" --knowledge knowledge2' \
+        sh "$model_name" >"$1" 2>&1
+}
+box sh -c 'mkdir -m 0700 /root/twbox /root/twbox/dir && cp "$1" /root/twbox/model && chmod 0600 /root/twbox/model' \
+    sh "/opt/tw/models/$model_name"
+# 1. The model replaced by a link to a root-only file with the same bytes, so that
+#    an install that follows it finds the model unchanged and only sets its owner.
+box runuser -u tidewatch -- ln -sfn /root/twbox/model "$models/$model_name"
+rc=0
+install_again "$work/install-link.log" || rc=$?
+[ "$(box stat -c '%U:%G %a' /root/twbox/model)" = "root:root 600" ] ||
+    fail "install.sh followed the link $models/$model_name: its target is now $(box stat -c '%U:%G %a' /root/twbox/model)"
+[ "$rc" -eq 0 ] || fail "install.sh failed with a link in place of the model: $(cat "$work/install-link.log")"
+box test ! -L "$models/$model_name" || fail "install.sh left the link in place of the model"
+[ "$(box stat -c '%U:%G %a' "$models/$model_name")" = "tidewatch:tidewatch 640" ] ||
+    fail "the reinstalled model is $(box stat -c '%U:%G %a' "$models/$model_name")"
+# 2. The model directory itself replaced by a link to a root-only directory.
+box runuser -u tidewatch -- sh -c 'mv "$1" "$1.moved" && ln -s /root/twbox/dir "$1"' sh "$models"
+if install_again "$work/install-dirlink.log"; then
+    fail "install.sh went on with $models a link: $(cat "$work/install-dirlink.log")"
+fi
+[ "$(box stat -c '%U:%G %a' /root/twbox/dir)" = "root:root 700" ] ||
+    fail "install.sh followed the link $models: its target is now $(box stat -c '%U:%G %a' /root/twbox/dir)"
+[ -z "$(box ls -A /root/twbox/dir)" ] || fail "install.sh wrote into the link's target: $(box ls -A /root/twbox/dir)"
+grep -q "$models is not a directory but a link" "$work/install-dirlink.log" ||
+    fail "install.sh stopped for another reason: $(cat "$work/install-dirlink.log")"
+box runuser -u tidewatch -- sh -c 'rm "$1" && mv "$1.moved" "$1"' sh "$models"
+install_again "$work/install-unlinked.log" ||
+    fail "install.sh failed once the directory was back: $(cat "$work/install-unlinked.log")"
+box rm -rf /root/twbox
+say "   links in the model directory were replaced or refused, never followed"
+end
+
 # ------------------------------------------------------------------ broker login
 # install.sh set up the box's mosquitto as on a board (issue L item 5): nobody gets
 # in anonymously, and the daemon logs in with the password install.sh generated
@@ -260,11 +303,12 @@ grep -q 'not authorised' "$work/anon.log" || fail "the anonymous client failed f
 box grep -qE "as tidewatch \(.*u'tidewatch'\)" /var/log/mosquitto/mosquitto.log ||
     fail "mosquitto's log shows no client 'tidewatch' logged in as tidewatch: $(box tail -5 /var/log/mosquitto/mosquitto.log)"
 box_pw=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
-for u in sensor-main-engine operator; do
+# A sensor logs in as its equipment (tidewatch.acl): main-engine raises main-engine's alarms.
+for u in main-engine operator; do
     printf '%s\n%s\n' "$box_pw" "$box_pw" | box mosquitto_passwd "$passwd" "$u" >/dev/null
 done
 box systemctl kill --kill-who=main -s HUP mosquitto
-pub_login=(-u sensor-main-engine -P "$box_pw")
+pub_login=(-u main-engine -P "$box_pw")
 sub_login=(-u operator -P "$box_pw")
 wait_for 10 "mosquitto to take the operator login" box mosquitto_sub -h 127.0.0.1 "${sub_login[@]}" -t tidewatch/status -E
 # Idempotence of the broker part: a further run changes neither file and

@@ -185,7 +185,10 @@ if ! getent passwd "$SVC_USER" >/dev/null; then
 fi
 
 install -d -m 0755 "$SHARE_DIR" "$CONF_DIR" "$UNIT_DIR"
-install -d -m 0750 -o "$SVC_USER" -g "$SVC_USER" "$STATE_DIR" "$MODEL_DIR"
+# $STATE_DIR's parent is root's, so the path itself is ours; what is in it is
+# the daemon's (see install_model for $MODEL_DIR).
+install -d -m 0750 -o "$SVC_USER" -g "$SVC_USER" "$STATE_DIR"
+[ -e "$MODEL_DIR" ] || [ -L "$MODEL_DIR" ] || mkdir -m 0750 "$MODEL_DIR"
 
 install_if_changed "$binary" "$PREFIX_BIN" 0755
 install_if_changed "$repo/systemd/tidewatch.service" "$UNIT" 0644
@@ -206,8 +209,50 @@ fi
 index_changed=$changed
 changed=$other_changed
 
+# install_model SRC: SRC as $MODEL_DIR/NAME, tidewatch:tidewatch 0640; exits 10
+# when it copied it (as a subshell). $MODEL_DIR is the daemon's user's: it can
+# put a symbolic link in it, or in its place, between any check and a change
+# here, and a chown or chmod that followed one would give that user any root
+# file (the broker's TLS key). So no path inside it is ever changed: the shell
+# enters the directory itself (refusing a link) and changes it as ".", and the
+# model gets its mode and owner in a directory only root can enter and is
+# renamed into place (a rename replaces a link, it never follows one).
+install_model() (
+    local src name stage
+    # Absolute: the cd below must not change which file a relative --model names.
+    src=$(realpath -e -- "$1") || die "model '$1' does not exist"
+    name=$(basename "$1")
+    local state_phys
+    # Links above $STATE_DIR are root's (a /var moved to another disk); only
+    # the last step, the daemon's, must not be one.
+    state_phys=$(cd -P -- "$STATE_DIR" && pwd -P) || die "cannot enter $STATE_DIR"
+    cd -P -- "$MODEL_DIR" 2>/dev/null && [ "$(pwd -P)" = "$state_phys/${MODEL_DIR##*/}" ] ||
+        die "$MODEL_DIR is not a directory but a link (or missing): the model directory was replaced; look at it, remove it and run install.sh again"
+    # Called in an `||` list, where set -e does not apply: every step says so.
+    chown "$SVC_USER:$SVC_USER" . && chmod 0750 . || die "cannot set the owner and mode of $MODEL_DIR"
+    if [ -f "$name" ] && [ ! -L "$name" ] &&
+        [ "$(stat -c '%U:%G %a' -- "$name")" = "$SVC_USER:$SVC_USER 640" ] && cmp -s "$src" "$name"; then
+        exit 0
+    fi
+    # Next to $STATE_DIR (in root's /var/lib), on the same filesystem, so the
+    # move below is one rename and not a copy into the daemon's directory.
+    stage=$(mktemp -d "$(dirname "$STATE_DIR")/.tidewatch-model.XXXXXX") || die "cannot make a staging directory next to $STATE_DIR"
+    trap 'rm -rf "$stage"' EXIT
+    [ "$(stat -c %d "$stage")" = "$(stat -c %d .)" ] ||
+        die "$MODEL_DIR is on another filesystem than $(dirname "$STATE_DIR"); install.sh cannot put the model there without following links"
+    cp -- "$src" "$stage/$name" && chmod 0640 "$stage/$name" &&
+        chown "$SVC_USER:$SVC_USER" "$stage/$name" && mv -fT -- "$stage/$name" "./$name" ||
+        die "cannot install the model as $MODEL_DIR/$name"
+    exit 10
+)
 model_dest=$MODEL_DIR/$(basename "$model")
-install_if_changed "$model" "$model_dest" 0640 "$SVC_USER:$SVC_USER"
+model_rc=0
+install_model "$model" || model_rc=$?
+case "$model_rc" in
+0) ;;
+10) say "installed $model_dest"; changed=1 ;;
+*) exit "$model_rc" ;;
+esac
 
 # big_cores: the CPUs with the highest cpu_capacity (the Cortex-A72s on an RK3576),
 # as a cpuset list; empty when all CPUs are alike. The kernel publishes capacity

@@ -144,7 +144,8 @@ pub struct Diagnosis {
     pub sources: Vec<Source>,
     pub mode: Mode,
     /// Share (0..1, two decimals) of the model's causes that were text and
-    /// supported by the passages or the alarm; what was not is not published.
+    /// supported by the passages (the alarm's own text is no support); what
+    /// was not is not published.
     /// 0 in mode "passages"; 1 in "degraded" and "triage", whose causes are
     /// all the manuals' own.
     pub grounded: f64,

@@ -15,7 +15,7 @@ const T: Duration = Duration::from_secs(90);
 const PREFIX: &str = "tidewatch";
 const USERS: &[(&str, &str)] = &[
     ("tidewatch", "tw-secret"),
-    ("sensor-main-engine", "sensor-secret"),
+    ("ME1", "sensor-secret"),
     ("operator", "operator-secret"),
 ];
 
@@ -35,7 +35,8 @@ impl Setup {
         pki.ca("ca", "tidewatch test ship CA");
         pki.cert("ca", "broker", "vessel01-broker", "serverAuth");
         pki.cert("ca", "tidewatch", "tidewatch", "clientAuth");
-        pki.cert("ca", "sensor", "sensor-main-engine", "clientAuth");
+        // A sensor is named for its equipment (tidewatch.acl).
+        pki.cert("ca", "sensor", "ME1", "clientAuth");
         pki.cert("ca", "operator", "operator", "clientAuth");
         pki.ca("rogue-ca", "somebody else's CA");
         pki.share();
@@ -112,14 +113,9 @@ async fn alarm_over_tls_with_password_gets_a_full_diagnosis_and_the_sensor_reads
         "tidewatch/diagnosis/#",
     )
     .await;
-    // The sensor asks for everything; the ACL lets it write alarms, read nothing.
-    let mut sensor = Client::connect_tls(
-        port,
-        "tls-sensor",
-        &s.login("sensor", "sensor-main-engine"),
-        "tidewatch/#",
-    )
-    .await;
+    // The sensor asks for everything; the ACL lets it write its own alarms, read nothing.
+    let mut sensor =
+        Client::connect_tls(port, "tls-sensor", &s.login("sensor", "ME1"), "tidewatch/#").await;
 
     let dir = tempfile::tempdir().unwrap();
     let cfg = tls_config(dir.path(), port, PREFIX, &s.login("tidewatch", "tidewatch"));

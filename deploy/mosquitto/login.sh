@@ -67,11 +67,13 @@ if [ ${#add[@]} -gt 0 ]; then
     trap 'rm -f "$tmp"' EXIT
     chmod --reference="$toml" "$tmp"
     chown --reference="$toml" "$tmp"
-    lines=$(printf '%s\n' "${add[@]}")
-    awk -v lines="$lines" '
+    # The new lines go in on stdin (printf is a builtin), never as an argument:
+    # every local user can read a process's arguments in /proc/PID/cmdline.
+    printf '%s\n' "${add[@]}" | awk '
+        NR == FNR { lines = lines sep $0; sep = "\n"; next }
         { print }
         !done && /^[[:space:]]*\[[[:space:]]*mqtt[[:space:]]*\]/ { print lines; done = 1 }
-        END { if (!done) { print ""; print "[mqtt]"; print lines } }' "$toml" >"$tmp"
+        END { if (!done) { print ""; print "[mqtt]"; print lines } }' - "$toml" >"$tmp"
     mv -f "$tmp" "$toml"
     trap - EXIT
     echo "login.sh: wrote [mqtt] ${add[*]%% =*} to $toml"

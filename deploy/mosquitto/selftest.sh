@@ -82,7 +82,9 @@ subjectAltName=IP:127.0.0.1,DNS:localhost"
 mkca ca "tidewatch test ship CA"
 mkcert ca broker vessel01-broker serverAuth
 mkcert ca tidewatch tidewatch clientAuth
-mkcert ca sensor sensor-main-engine clientAuth
+# A sensor's CN is its equipment's name (tidewatch.acl).
+mkcert ca sensor main-engine clientAuth
+mkcert ca genset genset-1 clientAuth
 mkcert ca operator operator clientAuth
 mkca shore-ca "tidewatch test shore CA"
 mkcert shore-ca shore-broker shore-broker serverAuth
@@ -98,6 +100,8 @@ tw_pw=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
 op_pw=operator-secret
 mosquitto_passwd -c -b "$t/passwd" tidewatch "$tw_pw"
 mosquitto_passwd -b "$t/passwd" operator "$op_pw"
+# A device on the board without TLS: a loopback login named for its equipment.
+mosquitto_passwd -b "$t/passwd" ballast-pump "$op_pw"
 chmod 0644 "$t/passwd"
 ok
 
@@ -189,6 +193,26 @@ sub_one "$t/a1" $(local_as tidewatch) -q 1 -t 'tidewatch/alarm/#'
 mosquitto_pub $(tls sensor) -q 1 -t tidewatch/alarm/main-engine -m '{"id":"a1"}'
 wait "$sub_pid" || fail "no alarm received: $(cat "$t/a1")"
 grep -q '"a1"' "$t/a1" || fail "wrong message: $(cat "$t/a1")"
+ok
+
+step="a sensor raises alarms for its own equipment only, on either listener"
+# tidewatch merges alarms by equipment and code: an alarm another sensor could
+# put on main-engine's topic would shape the diagnosis of main-engine's own.
+# The first alarm tidewatch reads must be each sender's genuine one, not the
+# forged one sent before it.
+for who in "tls genset" "local_as ballast-pump"; do
+    own=${who##* }
+    [ "$own" = genset ] && own=genset-1
+    # shellcheck disable=SC2046
+    sub_one "$t/own" $(local_as tidewatch) -q 1 -t 'tidewatch/alarm/#'
+    # shellcheck disable=SC2046
+    mosquitto_pub $($who) -q 1 -t tidewatch/alarm/main-engine -m "{\"id\":\"forged-by-$own\"}" || true
+    # shellcheck disable=SC2046
+    mosquitto_pub $($who) -q 1 -t "tidewatch/alarm/$own" -m "{\"id\":\"own-$own\"}"
+    wait "$sub_pid" || fail "$own's alarm on its own topic did not arrive: $(cat "$t/own")"
+    grep -q "^tidewatch/alarm/$own .*own-$own" "$t/own" ||
+        fail "$own wrote another equipment's alarm topic: $(cat "$t/own")"
+done
 ok
 
 step="sensor cannot read anything"

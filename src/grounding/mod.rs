@@ -1,8 +1,8 @@
 //! The grounding guard: which of the model's values may be published.
 //!
 //! `guard` cleans a written answer: values that are not text go (the rules
-//! are in `text`), causes the passages and the alarm do not support go
-//! (`support`), and when no cause survives the answer is replaced with the
+//! are in `text`), causes the passages do not support go (`support`; the
+//! alarm's own text is no support), and when no cause survives the answer is replaced with the
 //! passages' own items (`diagnosis::from_passages`, mode "passages").
 //! `guard_chosen` checks a chosen answer, whose causes and actions must be
 //! the manuals' own items. `summary` is the rule both apply to the summary.
@@ -33,7 +33,7 @@ pub struct Verdict {
 }
 
 /// Cleans a model's draft diagnosis: values that are not text go, causes the
-/// passages and the alarm do not support go, a summary that is not text is
+/// passages do not support go, a summary that is not text is
 /// replaced by the passage-built one, and with no cause left the whole answer
 /// is built from the passages (mode "passages"). `grounded` is set on the
 /// result, rounded to two decimals.
@@ -390,16 +390,47 @@ mod tests {
         }
     }
 
+    /// Issue 29 item 7: the alarm's text is the sender's, and the queue
+    /// merges alarms of one equipment and code, so a cause whose words come
+    /// only from the alarm would publish what a sensor wrote as the
+    /// diagnosis. In `written` mode a cause needs the manuals' words.
     #[test]
-    fn without_passages_only_the_alarm_can_support_a_cause() {
+    fn a_cause_supported_only_by_the_alarms_own_text_is_not_grounded() {
+        let (mut a, hits) = lube();
+        a.message = Some("ME LO inlet press low, turbocharger bearing seized".into());
+        a.kind = Some("turbocharger_bearing".into());
+        assert!(!support("turbocharger bearing seized", &hits, &a));
+        let (g, v) = guard(
+            draft(
+                "Lube oil pressure low",
+                &["clogged filter", "turbocharger bearing seized"],
+                &[],
+            ),
+            &hits,
+            &a,
+        );
+        let causes: Vec<&str> = g.probable_causes.iter().map(|c| c.cause.as_str()).collect();
+        assert_eq!(causes, ["clogged filter"]);
+        assert_eq!((v.dropped, g.grounded), (1, 0.5));
+    }
+
+    #[test]
+    fn without_passages_no_cause_is_supported() {
         let a = alarm(
             "ME-JCW-TEMP-HI",
             "main_engine_cooling",
             "JCW outlet temp high cyl 3",
         );
-        assert!(support("outlet temperature high on cylinder 3", &[], &a));
+        assert!(!support("outlet temperature high on cylinder 3", &[], &a));
         let (g, v) = guard(
-            draft("Cooling water hot", &["fuel filter clogged"], &[]),
+            draft(
+                "Cooling water hot",
+                &[
+                    "fuel filter clogged",
+                    "outlet temperature high on cylinder 3",
+                ],
+                &[],
+            ),
             &[],
             &a,
         );

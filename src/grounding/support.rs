@@ -1,6 +1,7 @@
 //! The support rules: whether a cause shares enough content with the
-//! passages retrieved for the alarm, or with the alarm itself; and, by the
-//! same content terms, which values of a list only repeat an earlier one.
+//! passages retrieved for the alarm (never with the alarm's own text, which
+//! is the sender's); and, by the same content terms, which values of a list
+//! only repeat an earlier one.
 //!
 //! Content terms are retrieval's own terms, stemmed a little further, so a
 //! cause is compared with the passages as retrieval matched them.
@@ -12,8 +13,8 @@ use crate::alarm::Alarm;
 use crate::retrieval::tokenize::terms;
 use crate::retrieval::Hit;
 
-/// Share of a cause's content terms that must occur in the passages or the
-/// alarm. One in three lets a paraphrase through ("filter blocked" for
+/// Share of a cause's content terms that must occur in the passages. One in
+/// three lets a paraphrase through ("filter blocked" for
 /// "clogged filter" shares "filter") and stops a long invention that shares
 /// one generic word ("engine") with the passage.
 const MIN_SHARE: f64 = 1.0 / 3.0;
@@ -66,8 +67,12 @@ fn content_terms(text: &str) -> HashSet<String> {
         .collect()
 }
 
-/// True if `cause` shares enough content with the passages or the alarm. The
-/// alarm code's own parts do not count: echoing "JCW TEMP" back is not a cause.
+/// True if `cause` shares enough content with the passages. The alarm's
+/// message and kind do not count: they are whatever the sender wrote, and the
+/// queue merges alarms of one equipment and code, so a cause built from them
+/// would publish one sensor's words as the diagnosis of another's alarm
+/// (issue 29). The alarm code's own parts do not count either: echoing
+/// "JCW TEMP" back is not a cause.
 pub fn support(cause: &str, passages: &[Hit], alarm: &Alarm) -> bool {
     let parts: HashSet<String> = code_parts(&alarm.code).into_iter().map(stem).collect();
     let mine: HashSet<String> = content_terms(cause)
@@ -82,12 +87,6 @@ pub fn support(cause: &str, passages: &[Hit], alarm: &Alarm) -> bool {
         known.extend(content_terms(&h.text));
         known.extend(content_terms(&h.section));
         known.extend(content_terms(&h.title));
-    }
-    for field in [alarm.message.as_deref(), alarm.kind.as_deref()]
-        .into_iter()
-        .flatten()
-    {
-        known.extend(content_terms(field));
     }
     let shared = mine.iter().filter(|t| known.contains(*t)).count();
     shared > 0 && shared as f64 >= MIN_SHARE * mine.len() as f64
@@ -123,7 +122,6 @@ mod tests {
         assert!(support("Clogged lube oil filter", &hits, &a));
         assert!(support("the filter is blocked", &hits, &a));
         assert!(support("pumps worn out", &hits, &a));
-        // The alarm's own message counts too.
         assert!(support("inlet pressure dropped", &hits, &a));
     }
 

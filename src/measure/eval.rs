@@ -531,7 +531,7 @@ pub struct FullReport {
     /// Answers that fell back to the passages, as a count.
     pub fell_back_to_passages: usize,
     /// Mean share of the model's causes that were text and supported by the
-    /// passages or the alarm, over the answers the model gave.
+    /// passages, over the answers the model gave.
     pub grounded_mean: Option<f64>,
     /// Model causes the grounding guard dropped, over all cases.
     pub causes_dropped: usize,

@@ -111,6 +111,17 @@ impl Broker {
         (self.port, dir)
     }
 
+    /// SIGKILL, as a power cut would end it: no save on the way out. Returns
+    /// its port and directory (persistence, config) for `start_conf`.
+    pub fn kill(mut self) -> (u16, tempfile::TempDir) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap());
+        (self.port, dir)
+    }
+
     /// A broker with one TLS listener on a free loopback port, as
     /// deploy/mosquitto/tls-acl.conf's LAN listener but with passwords: a
     /// client certificate signed by `ca` is required, then a username and
