@@ -78,6 +78,10 @@ pub fn injected_panic(place: Place) {
     }
 }
 
+/// How every panic report begins: what the tests look for in a daemon's log
+/// to tell that nothing panicked.
+pub const PANIC_REPORT: &str = "panic in thread";
+
 /// Makes every later panic, on any thread, log itself and abort the process.
 /// Only for `tidewatch run`: a one-shot command keeps Rust's default (the
 /// message on stderr, exit status 101).
@@ -126,7 +130,7 @@ impl Report {
 
     fn line(&self) -> String {
         format!(
-            "panic in thread '{}' at {}: {}; aborting so that systemd restarts tidewatch and unacknowledged alarms are redelivered",
+            "{PANIC_REPORT} '{}' at {}: {}; aborting so that systemd restarts tidewatch and unacknowledged alarms are redelivered",
             self.thread, self.location, self.message
         )
     }
@@ -170,6 +174,10 @@ mod tests {
         assert_eq!(
             r.line(),
             "panic in thread 'tokio-rt-worker' at src/grounding.rs:338:32: byte index 5 is not a char boundary; aborting so that systemd restarts tidewatch and unacknowledged alarms are redelivered"
+        );
+        assert!(
+            r.line().starts_with(PANIC_REPORT),
+            "what the tests look for"
         );
     }
 
