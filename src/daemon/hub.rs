@@ -25,7 +25,7 @@ use super::mqtt::{self, Inbound};
 use super::outbox::{self, Outbox};
 use super::queue::Offer;
 use super::systemd::Notifier;
-use super::{Done, Shared};
+use super::{FromWorker, Shared};
 use crate::alarm::{self, Alarm, Topics};
 use crate::diagnosis::Diagnosis;
 
@@ -53,6 +53,12 @@ pub(super) struct Hub {
     backlog: std::collections::VecDeque<Vec<(Alarm, Key)>>,
     /// Alarms triaged at once because the inbox was full or failing.
     inbox_refused: u64,
+    /// Alarms whose attempts at the model are counted in the inbox and not
+    /// yet finished: a clean stop takes those attempts back.
+    attempting: std::collections::HashSet<Key>,
+    /// Alarms answered without the model because their handling aborted
+    /// the daemon `inbox::POISON_AFTER` times.
+    poisoned: u64,
     /// Acks the client's queue refused; retried on the next tick.
     unsent_acks: Vec<Publish>,
     /// Connected and the alarm subscription not yet confirmed.
@@ -118,6 +124,8 @@ impl Hub {
             live: None,
             backlog: std::collections::VecDeque::new(),
             inbox_refused: 0,
+            attempting: std::collections::HashSet::new(),
+            poisoned: 0,
             subscribe_pending: false,
             subscribed_ms: 0,
             ready: false,
@@ -149,7 +157,7 @@ impl Hub {
         &mut self,
         mut events: mpsc::UnboundedReceiver<Inbound>,
         mut qos0: mpsc::Receiver<Publish>,
-        mut done: mpsc::UnboundedReceiver<Done>,
+        mut done: mpsc::UnboundedReceiver<FromWorker>,
         cancel: &CancellationToken,
     ) {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -166,9 +174,13 @@ impl Hub {
                     // What is journaled is kept; acks may still go out
                     // while the client says goodbye.
                     self.flush();
+                    self.interrupt_attempts();
                     return;
                 }
-                Some(d) = done.recv() => self.finish(d.alarms, d.diagnosis, d.slot),
+                Some(m) = done.recv() => match m {
+                    FromWorker::Taking { keys, go } => self.taking(&keys, go),
+                    FromWorker::Done(d) => self.finish(d.alarms, d.diagnosis, d.slot),
+                },
                 Some(ev) = events.recv() => self.on_event(ev).await,
                 Some(p) = qos0.recv() => self.intake(p, true).await,
                 _ = tick.tick() => self.on_tick(),
@@ -197,7 +209,9 @@ impl Hub {
 
     /// Alarms the inbox kept across a restart (a crash, a SIGTERM mid-work):
     /// diagnosed again, unless the outbox shows they were answered. Their
-    /// receipts were acknowledged, or will be at once on redelivery.
+    /// receipts were acknowledged, or will be at once on redelivery. One
+    /// whose handling aborted the daemon `POISON_AFTER` times is answered
+    /// without the model (see `poisoned`).
     pub(super) fn replay(&mut self) {
         let Some(inbox) = &self.inbox else {
             return;
@@ -220,6 +234,12 @@ impl Hub {
                     .map_err(|e| e.to_string())
                 });
             match parsed {
+                Ok(a) if h.attempts >= inbox::POISON_AFTER => {
+                    if !self.poisoned(a, &h) {
+                        self.delivery.abandoned(&h.key);
+                        answered.push(h.key);
+                    }
+                }
                 Ok(a) => {
                     again += 1;
                     self.offer(a, h.key, true);
@@ -245,6 +265,87 @@ impl Hub {
                 alarms = again,
                 "alarms kept in the inbox are diagnosed again"
             );
+        }
+    }
+
+    /// A poison alarm: its handling aborted the daemon `POISON_AFTER` times.
+    /// It is answered from the manuals (triage) and never given to the model
+    /// again, and an error report names it. Its triage is counted as one
+    /// more attempt first: if that aborts too, the next start drops it with
+    /// a report and no answer. Returns false when it was dropped.
+    fn poisoned(&mut self, a: Alarm, h: &inbox::Held) -> bool {
+        self.poisoned += 1;
+        let triage = h.attempts == inbox::POISON_AFTER;
+        let reason = if triage {
+            format!("this alarm aborted tidewatch {} times while it was diagnosed; it is answered from the manuals without the model (mode triage) and never given to the model again", h.attempts)
+        } else {
+            format!("this alarm aborted tidewatch {} times, its answer from the manuals included; it is dropped without an answer", h.attempts)
+        };
+        tracing::error!(alarm_id = %a.id, topic = %h.topic, attempts = h.attempts, "poison alarm: {reason}");
+        self.publish_error(serde_json::json!({
+            "topic": h.topic,
+            "alarm_id": a.id,
+            "reason": reason,
+            "bytes": h.payload.len(),
+            "ts": crate::diagnosis::now_rfc3339(),
+        }));
+        if !triage {
+            return false;
+        }
+        if let Some(inbox) = &mut self.inbox {
+            let counted = inbox
+                .attempt(&h.key)
+                .and_then(|_| tokio::task::block_in_place(|| inbox.sync()));
+            if let Err(e) = counted {
+                tracing::warn!(error = %e, "cannot count the poison alarm's triage in the inbox");
+            }
+        }
+        let d = self.s.pipeline.triage(&a);
+        self.finish(vec![(a, h.key)], d, None);
+        true
+    }
+
+    /// A worker is about to hand `keys` to the model: their attempts are
+    /// counted in the inbox and fsync'd before it may (see `FromWorker`).
+    fn taking(&mut self, keys: &[Key], go: tokio::sync::oneshot::Sender<()>) {
+        if let Some(inbox) = &mut self.inbox {
+            let mut counted = false;
+            for k in keys {
+                match inbox.attempt(k) {
+                    Ok(Some(_)) => {
+                        counted = true;
+                        self.attempting.insert(*k);
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot count an attempt in the inbox; an alarm that aborts the daemon may do so again after the restart")
+                    }
+                }
+            }
+            if counted {
+                if let Err(e) = tokio::task::block_in_place(|| inbox.sync()) {
+                    tracing::warn!(error = %e, "cannot fsync the inbox's attempt count; an alarm that aborts the daemon may do so again after the restart");
+                }
+            }
+        }
+        let _ = go.send(());
+    }
+
+    /// On a clean stop: the attempts under way did not abort anything.
+    fn interrupt_attempts(&mut self) {
+        let Some(inbox) = &mut self.inbox else {
+            return;
+        };
+        if self.attempting.is_empty() {
+            return;
+        }
+        let r = self
+            .attempting
+            .drain()
+            .try_for_each(|k| inbox.interrupted(&k).map(drop))
+            .and_then(|()| tokio::task::block_in_place(|| inbox.sync()));
+        if let Err(e) = r {
+            tracing::warn!(error = %e, "cannot take back the attempts a stop interrupted; they count towards a poison alarm");
         }
     }
 
@@ -452,18 +553,27 @@ impl Hub {
             .take(256)
             .collect();
         tracing::warn!(topic = %topic, reason = %reason, bytes = p.payload.len(), "alarm rejected");
-        let err = serde_json::json!({
+        self.publish_error(serde_json::json!({
             "topic": topic,
             "reason": reason,
             "bytes": p.payload.len(),
             "ts": crate::diagnosis::now_rfc3339(),
-        });
-        // Never wait for the client here: the poller may itself be waiting
-        // for the hub to take a QoS 0 alarm, and the report is advisory.
+        }));
+        // A reject read on a lost connection is reported again when the
+        // broker redelivers it; its handle must not ack on the new one.
+        if live {
+            self.ack(p);
+        }
+    }
+
+    /// Publishes a report on the error topic. Never waits for the client:
+    /// the poller may itself be waiting for the hub to take a QoS 0 alarm,
+    /// and the report is advisory.
+    fn publish_error(&self, report: serde_json::Value) {
         if let Err(e) = mqtt::publish_info(
             &self.client,
             self.topics.error(),
-            err.to_string().into_bytes(),
+            report.to_string().into_bytes(),
             false,
         ) {
             self.s
@@ -473,17 +583,12 @@ impl Hub {
                 .fetch_add(1, Ordering::Relaxed);
             tracing::warn!(error = %e, "cannot publish error report: the mqtt client queue is full");
         }
-        // A reject read on a lost connection is reported again when the
-        // broker redelivers it; its handle must not ack on the new one.
-        if live {
-            self.ack(p);
-        }
     }
 
     /// Takes one alarm. `live`: it came on the connection that is up, so
     /// its receipt can be acknowledged.
     async fn intake(&mut self, p: Publish, live: bool) {
-        crate::crash::injected_panic(crate::crash::Place::Hub);
+        crate::crash::injected_panic(crate::crash::Place::Hub, &p.payload);
         if let Some(d) = self.intake_delay {
             tokio::time::sleep(d).await;
         }
@@ -588,6 +693,7 @@ impl Hub {
     /// Stores a diagnosis for every alarm it answers; delivery publishes it.
     fn finish(&mut self, alarms: Vec<(Alarm, Key)>, d: Diagnosis, slot: Option<usize>) {
         for (a, key) in alarms {
+            self.attempting.remove(&key);
             let mut d = d.clone();
             d.alarm_id = a.id.clone();
             d.equipment = a.equipment.clone();
@@ -646,6 +752,7 @@ impl Hub {
                 self.inbox.as_ref().map_or(0, Inbox::len).into(),
             );
             obj.insert("inbox_refused".into(), self.inbox_refused.into());
+            obj.insert("poisoned".into(), self.poisoned.into());
             obj.insert("triage_backlog".into(), self.backlog.len().into());
             obj.insert("awaiting_ack".into(), self.delivery.open_alarms().into());
             obj.insert("denied".into(), self.delivery.denied_count().into());
@@ -670,11 +777,11 @@ impl Hub {
 
 /// The one-line form of the status document for `systemctl status`: what an
 /// operator checks first — work waiting, answers by kind (passages answers are
-/// among the diagnosed), restarts, diagnoses not yet acknowledged, and those
+/// among the diagnosed), restarts, poison alarms, diagnoses not yet acknowledged, and those
 /// the broker refused (its ACL, most likely).
 fn status_line(v: &serde_json::Value) -> String {
     format!(
-        "queue {} diagnosed {} (passages {}) degraded {} triage {} restarts {} lost {} inbox {} unacked {} outbox {} denied {}",
+        "queue {} diagnosed {} (passages {}) degraded {} triage {} restarts {} lost {} poisoned {} inbox {} unacked {} outbox {} denied {}",
         v["queue_depth"],
         v["diagnosed"],
         v["passages"],
@@ -682,6 +789,7 @@ fn status_line(v: &serde_json::Value) -> String {
         v["triage"],
         v["slot_restarts"],
         v["slots_lost"],
+        v["poisoned"],
         v["inbox_pending"],
         v["awaiting_ack"],
         v["outbox_pending"],
@@ -698,11 +806,11 @@ mod tests {
         let v = serde_json::json!({
             "queue_depth": 2, "diagnosed": 7, "passages": 3, "degraded": 1, "triage": 0,
             "slot_restarts": 1, "slots_lost": 0, "awaiting_ack": 4, "outbox_pending": 5,
-            "inbox_pending": 6, "denied": 2,
+            "inbox_pending": 6, "denied": 2, "poisoned": 1,
         });
         assert_eq!(
             status_line(&v),
-            "queue 2 diagnosed 7 (passages 3) degraded 1 triage 0 restarts 1 lost 0 inbox 6 unacked 4 outbox 5 denied 2"
+            "queue 2 diagnosed 7 (passages 3) degraded 1 triage 0 restarts 1 lost 0 poisoned 1 inbox 6 unacked 4 outbox 5 denied 2"
         );
     }
 }

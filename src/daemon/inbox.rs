@@ -7,7 +7,11 @@
 //!
 //! One append-only file, `state_dir/inbox.log`, in the `journal` framing. A
 //! record is an `Alarm` (topic and exact payload, replayed at start) or a
-//! `Done` key (its diagnosis is durable in the outbox). Appends are not
+//! `Done` key (its diagnosis is durable in the outbox), or an `Attempt` key
+//! (the alarm was handed to the model; fsync'd before it is, so that an
+//! alarm whose handling aborts the daemon every time is known at the next
+//! start: see `POISON_AFTER`) or an `Interrupted` one (a clean stop ended that
+//! attempt: it does not count). Appends are not
 //! fsync'd one by one: the caller appends a burst, calls `sync` once (group
 //! commit) and only then acknowledges the burst's alarms. `Done` records are
 //! never fsync'd: the outbox fsync'd the diagnosis first, and a lost `Done`
@@ -41,6 +45,12 @@ pub enum InboxError {
     Full { path: PathBuf, size: u64, max: u64 },
 }
 
+/// Attempts after which an alarm is poison: each of them aborted the
+/// daemon (crash-only), so it is answered without the model from then on.
+pub const POISON_AFTER: u32 = 2;
+
+// New variants go last: postcard numbers them in order, and files written
+// before them must still read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 enum Rec {
     Alarm {
@@ -51,6 +61,12 @@ enum Rec {
     Done {
         key: Key,
     },
+    Attempt {
+        key: Key,
+    },
+    Interrupted {
+        key: Key,
+    },
 }
 
 /// An alarm in the inbox, not yet answered.
@@ -59,6 +75,10 @@ pub struct Held {
     pub key: Key,
     pub topic: String,
     pub payload: Vec<u8>,
+    /// Times it was handed to the model (or to triage once poisoned) and
+    /// not finished: each is an abort, since a finished one is done and a
+    /// clean stop takes its attempt back.
+    pub attempts: u32,
 }
 
 /// What opening found.
@@ -82,8 +102,14 @@ struct Book {
     next: u64,
     order: BTreeMap<u64, Key>,
     held: HashMap<Key, (u64, Held, u64)>,
-    /// Bytes of the held alarms' records: what a compaction keeps.
+    /// Bytes of the held alarms' records (and their attempts): what a
+    /// compaction keeps.
     live_bytes: u64,
+}
+
+/// The size of one `Attempt` record, framed.
+fn attempt_bytes() -> u64 {
+    journal::frame(&MARKER, &Rec::Attempt { key: Key([0; 16]) }).len() as u64
 }
 
 impl Book {
@@ -109,6 +135,7 @@ impl Book {
                             key,
                             topic,
                             payload,
+                            attempts: 0,
                         },
                         bytes,
                     ),
@@ -118,6 +145,22 @@ impl Book {
                 if let Some((n, _, b)) = self.held.remove(&key) {
                     self.order.remove(&n);
                     self.live_bytes -= b;
+                }
+            }
+            Rec::Attempt { key } => {
+                if let Some((_, h, b)) = self.held.get_mut(&key) {
+                    h.attempts += 1;
+                    *b += attempt_bytes();
+                    self.live_bytes += attempt_bytes();
+                }
+            }
+            Rec::Interrupted { key } => {
+                if let Some((_, h, b)) = self.held.get_mut(&key) {
+                    if h.attempts > 0 {
+                        h.attempts -= 1;
+                        *b -= attempt_bytes();
+                        self.live_bytes -= attempt_bytes();
+                    }
                 }
             }
         }
@@ -222,6 +265,36 @@ impl Inbox {
         Ok(())
     }
 
+    /// Counts an attempt at the alarm (see `Held::attempts`); durable after
+    /// the next `sync`, which must come before the alarm reaches the model.
+    /// Returns the attempts so far, or None for an alarm not held. Not
+    /// bounded by `max_bytes`: a few small records per held alarm, and
+    /// refusing one would hand a poison alarm to the model uncounted.
+    pub fn attempt(&mut self, key: &Key) -> Result<Option<u32>, InboxError> {
+        self.count(Rec::Attempt { key: *key })
+    }
+
+    /// Takes back an attempt a clean stop interrupted: no abort happened.
+    pub fn interrupted(&mut self, key: &Key) -> Result<Option<u32>, InboxError> {
+        self.count(Rec::Interrupted { key: *key })
+    }
+
+    fn count(&mut self, rec: Rec) -> Result<Option<u32>, InboxError> {
+        let (Rec::Attempt { key } | Rec::Interrupted { key }) = &rec else {
+            return Ok(None);
+        };
+        let key = *key;
+        if !self.book.held.contains_key(&key) {
+            return Ok(None);
+        }
+        let b = journal::frame(&MARKER, &rec);
+        self.file.write_all(&b).map_err(self.io())?;
+        self.size += b.len() as u64;
+        self.dirty = true;
+        self.book.apply(rec, 0);
+        Ok(self.book.held.get(&key).map(|(_, h, _)| h.attempts))
+    }
+
     /// Makes every alarm appended so far durable (one fsync for the burst).
     pub fn sync(&mut self) -> Result<(), InboxError> {
         if self.dirty {
@@ -262,6 +335,9 @@ impl Inbox {
                     payload: h.payload.clone(),
                 },
             ));
+            for _ in 0..h.attempts {
+                out.extend_from_slice(&journal::frame(&MARKER, &Rec::Attempt { key: h.key }));
+            }
         }
         durable::write_atomic(&self.path, &out, Access::Private).map_err(self.io())?;
         self.file = journal::open_rw(&self.path).map_err(self.io())?;
@@ -399,6 +475,30 @@ mod tests {
         let (ib, r) = Inbox::open(d.path(), 1 << 20).unwrap();
         assert!(r.torn_bytes > 0 && r.damaged_bytes > 0, "{r:?}");
         assert_eq!(keys(&ib), vec![k(2), k(3)]);
+    }
+
+    #[test]
+    fn attempts_survive_restarts_and_compaction_and_a_clean_stop_takes_one_back() {
+        let d = tempfile::tempdir().unwrap();
+        let (mut ib, _) = Inbox::open(d.path(), 1 << 20).unwrap();
+        hold(&mut ib, 1);
+        hold(&mut ib, 2);
+        assert_eq!(ib.attempt(&k(1)).unwrap(), Some(1));
+        assert_eq!(ib.attempt(&k(9)).unwrap(), None, "not held");
+        ib.sync().unwrap();
+        drop(ib);
+        // Opening compacts: the count is written again with the alarm.
+        let (mut ib, _) = Inbox::open(d.path(), 1 << 20).unwrap();
+        assert_eq!(ib.attempt(&k(1)).unwrap(), Some(2));
+        assert_eq!(ib.attempt(&k(2)).unwrap(), Some(1));
+        assert_eq!(ib.interrupted(&k(2)).unwrap(), Some(0));
+        ib.sync().unwrap();
+        drop(ib);
+        let (ib, _) = Inbox::open(d.path(), 1 << 20).unwrap();
+        let attempts: Vec<(Key, u32)> = ib.held().map(|h| (h.key, h.attempts)).collect();
+        assert_eq!(attempts, vec![(k(1), POISON_AFTER), (k(2), 0)]);
+        // A compaction keeps exactly what the held alarms need.
+        assert_eq!(ib.book.live_bytes, ib.size() - journal::FILE_HEADER as u64);
     }
 
     #[test]

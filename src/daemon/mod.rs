@@ -111,6 +111,19 @@ struct Done {
     slot: Option<usize>,
 }
 
+/// What a worker tells the hub.
+enum FromWorker {
+    /// These alarms are about to go to the model: the hub counts the
+    /// attempt in the inbox, fsync'd, and only then answers on `go`, so an
+    /// alarm that aborts the daemon is known as such after the restart.
+    Taking {
+        keys: Vec<Key>,
+        go: tokio::sync::oneshot::Sender<()>,
+    },
+    /// Boxed: a diagnosis is large, and most messages are diagnoses anyway.
+    Done(Box<Done>),
+}
+
 /// Runs the daemon until `cancel` fires; each `reload` notification reopens
 /// the index.
 pub async fn run(
@@ -305,7 +318,7 @@ fn spawn(
     tracker: &TaskTracker,
     shared: &Arc<Shared>,
     slots: Vec<Slot>,
-    done: mpsc::UnboundedSender<Done>,
+    done: mpsc::UnboundedSender<FromWorker>,
     notifier: &Arc<Notifier>,
     turned: &Arc<AtomicU64>,
     cancel: &CancellationToken,

@@ -219,8 +219,8 @@ enum Read {
 }
 
 fn read(ev: Event, epoch: u64) -> Read {
-    if matches!(ev, Event::Incoming(Packet::Publish(_))) {
-        crate::crash::injected_panic(crate::crash::Place::Poller);
+    if let Event::Incoming(Packet::Publish(p)) = &ev {
+        crate::crash::injected_panic(crate::crash::Place::Poller, &p.payload);
     }
     match ev {
         Event::Incoming(Packet::Publish(p)) if p.qos == QoS::AtMostOnce => Read::Qos0(p),

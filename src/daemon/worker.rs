@@ -9,14 +9,14 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Done, Shared};
+use super::{Done, FromWorker, Shared};
 use crate::llm::Slot;
 
 /// Diagnoses jobs until `cancel` fires, then returns its slot.
 pub(super) async fn run(
     s: Arc<Shared>,
     mut slot: Slot,
-    done: mpsc::UnboundedSender<Done>,
+    done: mpsc::UnboundedSender<FromWorker>,
     cancel: CancellationToken,
 ) -> Slot {
     loop {
@@ -38,7 +38,18 @@ pub(super) async fn run(
             }
             continue;
         };
-        crate::crash::injected_panic(crate::crash::Place::Worker);
+        // The attempt is on disk before the model sees the alarm.
+        let (go, went) = tokio::sync::oneshot::channel();
+        let keys = job.alarms.iter().map(|(_, k)| *k).collect();
+        if done.send(FromWorker::Taking { keys, go }).is_err() {
+            return slot;
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return slot,
+            r = went => if r.is_err() { return slot },
+        }
+        let text = job.primary().message.as_deref().unwrap_or_default();
+        crate::crash::injected_panic(crate::crash::Place::Worker, text.as_bytes());
         tracing::info!(
             alarm_id = %job.primary().id,
             equipment = %job.primary().equipment,
@@ -53,10 +64,10 @@ pub(super) async fn run(
             _ = cancel.cancelled() => return slot,
             d = s.pipeline.diagnose(&mut slot, job.primary()) => d,
         };
-        let _ = done.send(Done {
+        let _ = done.send(FromWorker::Done(Box::new(Done {
             alarms: job.alarms,
             diagnosis: d,
             slot: Some(slot.id),
-        });
+        })));
     }
 }
