@@ -504,9 +504,19 @@ impl Hub {
                 }
                 Output::Ack(p) => self.ack(p),
                 Output::Delivered(seq) => {
+                    let key = self.outbox.get(seq).map(|e| e.key);
                     let r = tokio::task::block_in_place(|| self.outbox.ack(seq));
                     if let Err(err) = r {
                         tracing::error!(error = %err, "cannot record a delivered diagnosis");
+                    }
+                    // The broker has the answer: its alarm need not be
+                    // replayed. A diagnosis on disk released it at the
+                    // flush already; one kept in memory (the outbox full
+                    // or failing) releases it only now.
+                    if let (Some(key), Some(inbox)) = (key, &mut self.inbox) {
+                        if let Err(e) = inbox.done(&key) {
+                            tracing::warn!(error = %e, "cannot update the inbox; the alarm may be answered again after a restart");
+                        }
                     }
                 }
             }
