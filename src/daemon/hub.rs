@@ -217,10 +217,18 @@ impl Hub {
             return;
         };
         let held: Vec<inbox::Held> = inbox.held().cloned().collect();
+        let in_outbox: std::collections::HashSet<Key> =
+            self.outbox.pending().map(|e| e.key).collect();
         let (mut again, mut answered) = (0usize, Vec::new());
         for h in held {
             if !self.delivery.restore_journaled(h.key) {
-                answered.push(h.key);
+                // Answered: delivered, or in the outbox to deliver. An
+                // outbox entry stands in for its alarm only once it is known
+                // to be on disk; until then the alarm stays held, and leaves
+                // when its diagnosis is delivered.
+                if release_answered(in_outbox.contains(&h.key), self.outbox.settled()) {
+                    answered.push(h.key);
+                }
                 continue;
             }
             let parsed = alarm::equipment_from_topic(&self.topics.prefix, &h.topic)
@@ -785,6 +793,15 @@ impl Hub {
     }
 }
 
+/// Whether replay may drop from the inbox an alarm already answered: one
+/// delivered may go; one whose diagnosis waits in the outbox only when what
+/// the outbox read at start is on disk (a crash between a store and its
+/// fsync leaves it in the page cache, and a power cut then would lose both
+/// the alarm and its answer).
+fn release_answered(waiting_in_outbox: bool, outbox_settled: bool) -> bool {
+    !waiting_in_outbox || outbox_settled
+}
+
 /// The one-line form of the status document for `systemctl status`: what an
 /// operator checks first — work waiting, answers by kind (passages answers are
 /// among the diagnosed), restarts, poison alarms, diagnoses not yet acknowledged, and those
@@ -810,6 +827,13 @@ fn status_line(v: &serde_json::Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replay_keeps_an_alarm_whose_answer_in_the_outbox_may_not_be_on_disk() {
+        assert!(release_answered(false, false), "delivered");
+        assert!(release_answered(true, true), "its answer is on disk");
+        assert!(!release_answered(true, false), "its answer may be lost");
+    }
 
     #[test]
     fn status_line_shows_passages_answers_and_undelivered_and_refused_diagnoses() {

@@ -275,6 +275,9 @@ pub struct Outbox {
     /// The file at `path` could not be read in full. It is never replaced,
     /// so records that could not be read stay there for the operator.
     unread: bool,
+    /// What opening read is known to be on disk (fsync'd or rewritten at
+    /// open): only then may it stand in for the alarms it answers.
+    settled: bool,
     size: u64,
     max_bytes: u64,
     book: Book,
@@ -317,6 +320,14 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
     tests::DIR_SYNCS.with(|s| s.borrow_mut().push(dir.to_path_buf()));
     fault(Step::DirSync)?;
     crate::durable::sync_dir(dir)
+}
+
+/// Fsyncs the outbox file's data (a failure counts as a failed write).
+fn sync_file(f: &File) -> std::io::Result<()> {
+    #[cfg(test)]
+    tests::FILE_SYNCS.with(|n| *n.borrow_mut() += 1);
+    fault(Step::Write)?;
+    f.sync_data()
 }
 
 /// The disk operations a unit test can make fail, as a failing disk would
@@ -364,6 +375,7 @@ impl Outbox {
             unsynced_rename: false,
             unsynced_entries: false,
             unread: false,
+            settled: false,
             size: 0,
             max_bytes,
             book: Book::new(remembered),
@@ -388,10 +400,28 @@ impl Outbox {
         report.pending = ob.book.pending.len();
         if rewrite || ob.file.is_none() {
             match ob.compact() {
-                Ok(()) => report.not_writable = None,
+                // The rewrite is fsync'd, and so is its rename.
+                Ok(()) => {
+                    report.not_writable = None;
+                    ob.settled = true;
+                }
                 Err(err) if ob.writable() => report.not_rewritten = Some(err),
                 Err(err) => {
                     report.not_writable.get_or_insert(err);
+                }
+            }
+        }
+        if !ob.settled {
+            if let Some(f) = ob.file.as_ref() {
+                // A crash between `put` and the flush leaves entries in the
+                // page cache only; replay must not drop their alarms from
+                // the inbox on the strength of them until they are on disk.
+                match sync_file(f) {
+                    Ok(()) => ob.settled = true,
+                    Err(source) => {
+                        ob.file = None;
+                        report.not_writable = Some(ob.io(source));
+                    }
                 }
             }
         }
@@ -616,7 +646,7 @@ impl Outbox {
         self.forget_a_file_not_at_the_path();
         match self.file.as_mut() {
             Some(f) => {
-                if let Err(source) = fault(Step::Write).and_then(|()| f.sync_data()) {
+                if let Err(source) = sync_file(f) {
                     // As after a failed write: what reached the disk is
                     // unknown, and a second fsync may lie.
                     self.file = None;
@@ -717,6 +747,12 @@ impl Outbox {
         Ok(())
     }
 
+    /// Whether the entries read at open are on disk (see `settled`): until
+    /// then an alarm they answer stays in the inbox until delivered.
+    pub fn settled(&self) -> bool {
+        self.settled
+    }
+
     /// False while new diagnoses cannot go to disk for a reason other than
     /// the bound (the disk is read-only, full or failing); each store tries
     /// again.
@@ -790,6 +826,7 @@ mod tests {
 
     thread_local! {
         pub(super) static DIR_SYNCS: RefCell<Vec<PathBuf>> = const { RefCell::new(Vec::new()) };
+        pub(super) static FILE_SYNCS: RefCell<u32> = const { RefCell::new(0) };
         /// Disk operations that fail on this thread, and how (see `fault`).
         pub(super) static FAIL: RefCell<std::collections::HashMap<Step, nix::errno::Errno>> =
             RefCell::new(std::collections::HashMap::new());
@@ -977,6 +1014,29 @@ mod tests {
         drop(ob);
         let (ob, _) = open(d.path(), 4096);
         assert_eq!(pending_ids(&ob), vec!["a1", "a2"]);
+    }
+
+    #[test]
+    fn what_opening_read_is_fsynced_before_replay_trusts_it() {
+        // Entries written by a process that crashed before its flush: in
+        // the page cache, not necessarily on the disk.
+        let d = tempfile::tempdir().unwrap();
+        three_entries(d.path());
+        FILE_SYNCS.with(|n| *n.borrow_mut() = 0);
+        let (ob, _) = open(d.path(), 1 << 20);
+        assert!(
+            FILE_SYNCS.with(|n| *n.borrow()) >= 1,
+            "the outbox was read and trusted without an fsync"
+        );
+        assert_eq!(pending_ids(&ob), vec!["a1", "a2", "a3"]);
+        assert!(ob.settled());
+        drop(ob);
+        // An fsync that fails leaves them unsettled, and still delivered.
+        fail(Step::Write);
+        let (ob, r) = open(d.path(), 1 << 20);
+        heal();
+        assert!(!ob.settled(), "{r:?}");
+        assert_eq!(pending_ids(&ob), vec!["a1", "a2", "a3"]);
     }
 
     #[test]
