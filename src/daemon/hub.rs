@@ -423,7 +423,7 @@ impl Hub {
                 tracing::info!(session_present, "connected to the broker");
                 self.subscribe_pending = true;
                 self.subscribe();
-                let out = self.delivery.connected();
+                let out = self.delivery.connected(session_present);
                 self.carry_out(out);
                 self.publish_status();
             }

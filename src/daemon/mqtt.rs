@@ -339,7 +339,9 @@ pub async fn run_poller(
             _ = async { tokio::join!(tokio::time::sleep(d), hub_saw_it) } => {}
         }
         // Acks the hub queued before it saw the loss: `clean` drops queued
-        // PUBACKs and keeps every other request for the next connection.
+        // PUBACKs and keeps every other request for the next connection,
+        // which sends them if the broker kept the session and silently
+        // clears them if not (`delivery::Delivery::connected` counts those).
         eventloop.clean();
         turned.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
