@@ -281,6 +281,9 @@ struct Poller {
     /// Its own token, not the daemon's cancel: it must outlive the cancel
     /// until the offline status and the DISCONNECT are on the wire.
     stop: CancellationToken,
+    /// Cancelled before shutdown queues its DISCONNECT: only that one ends
+    /// the poller (rumqttc reports another on a broker's protocol error).
+    leaving: CancellationToken,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -299,6 +302,7 @@ fn connect(
     let (events_tx, events) = mpsc::unbounded_channel();
     let (qos0_tx, qos0) = mpsc::channel(1024);
     let stop = CancellationToken::new();
+    let leaving = CancellationToken::new();
     let task = tracker.spawn(mqtt::run_poller(
         eventloop,
         PollerTx {
@@ -308,8 +312,17 @@ fn connect(
         turned.clone(),
         shared.epoch,
         stop.clone(),
+        leaving.clone(),
     ));
-    (events, qos0, Poller { stop, task })
+    (
+        events,
+        qos0,
+        Poller {
+            stop,
+            leaving,
+            task,
+        },
+    )
 }
 
 /// Starts one worker per slot and the systemd watchdog. Workers hand their
@@ -366,6 +379,7 @@ async fn shutdown(
     // The poller writes the offline status and the DISCONNECT, in order, and
     // ends on the DISCONNECT; without a connection there is nothing to wait
     // for.
+    poller.leaving.cancel();
     if hub.sign_off() {
         match tokio::time::timeout(DISCONNECT_WAIT, &mut poller.task).await {
             Ok(_) => tracing::info!("offline status published; disconnected from the broker"),
