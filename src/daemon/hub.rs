@@ -389,10 +389,16 @@ impl Hub {
                 }
             }
         }
-        tracing::debug!(alarms = unsynced.len(), diagnoses = staged.len(), "flushed");
+        let (alarms, diagnoses) = (unsynced.len(), staged.len());
+        // Receipts acknowledged by this flush: what deploy/bench-intake.sh
+        // counts, journaled alarms and those answered at once alike.
+        let mut acked = 0;
+        let acks =
+            |out: &[Output<Publish>]| out.iter().filter(|o| matches!(o, Output::Ack(_))).count();
         if inbox_ok {
             for key in &unsynced {
                 let out = self.delivery.journaled(key);
+                acked += acks(&out);
                 self.carry_out(out);
             }
         }
@@ -402,11 +408,13 @@ impl Hub {
                 // happens: the alarm is as safe as if journaled (this is
                 // what acks alarms the inbox had no room for).
                 let out = self.delivery.journaled(&key);
+                acked += acks(&out);
                 self.carry_out(out);
             }
             let out = self.delivery.stored(key, seq);
             self.carry_out(out);
         }
+        tracing::debug!(alarms, diagnoses, acked, "flushed");
     }
 
     async fn on_event(&mut self, ev: Inbound) {

@@ -16,8 +16,10 @@
 //! commit) and only then acknowledges the burst's alarms. `Done` records are
 //! never fsync'd: the outbox fsync'd the diagnosis first, and a lost `Done`
 //! only means the alarm is looked up in the outbox at the next start. The
-//! file is bounded by `inbox.max_bytes`; when it is full an append is
-//! refused, and the caller answers that alarm at once instead (triage).
+//! file is bounded by `inbox.max_bytes`; when it is full it is rewritten
+//! with the held alarms only if that frees a real share of it
+//! (`journal::worth_compacting`), else the append is refused and the caller
+//! answers that alarm at once instead (triage).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -248,7 +250,8 @@ impl Inbox {
         };
         let b = journal::frame(&MARKER, &rec);
         let need = b.len() as u64;
-        if self.size + need > self.max_bytes && self.book.live_bytes + need < self.size {
+        let live = journal::FILE_HEADER as u64 + self.book.live_bytes;
+        if journal::worth_compacting(self.size, live, need, self.max_bytes) {
             self.compact()?;
         }
         if self.size + need > self.max_bytes {
@@ -455,6 +458,35 @@ mod tests {
         ib.append(k(200), "t/alarm/E", &[b'x'; 40]).unwrap();
         assert!(ib.size() <= 300);
         assert!(ib.is_held(&k(200)) && !ib.is_held(&k(0)));
+    }
+
+    #[test]
+    fn a_full_inbox_does_not_rewrite_itself_for_every_alarm_answered() {
+        let d = tempfile::tempdir().unwrap();
+        let max = 8192;
+        let (mut ib, _) = Inbox::open(d.path(), max).unwrap();
+        let mut n = 0u8;
+        while ib.append(k(n), "t/alarm/E", &[b'x'; 40]).is_ok() {
+            n += 1;
+        }
+        let ino = || {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(d.path().join("inbox.log")).unwrap().ino()
+        };
+        // A storm goes on while the oldest alarms are answered one by one.
+        let (mut rewrites, mut before) = (0, ino());
+        for i in 0..20u8 {
+            ib.done(&k(i)).unwrap();
+            let _ = ib.append(k(100 + i), "t/alarm/E", &[b'x'; 40]);
+            if ino() != before {
+                rewrites += 1;
+                before = ino();
+            }
+        }
+        assert!(
+            rewrites <= 2,
+            "{rewrites} rewrites of a {max}-byte inbox for 20 alarms answered"
+        );
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! is skipped by scanning for the next marker: one damaged record mid-file
 //! loses that record only; damage with nothing valid after it is a torn tail
 //! (power lost mid-write) and is cut off. The file is compacted when it would
-//! outgrow `outbox.max_bytes` and whenever nothing is undelivered; delivered
+//! outgrow `outbox.max_bytes` and that frees a real share of it
+//! (`journal::worth_compacting`), and whenever nothing is undelivered; delivered
 //! answers never take the room new diagnoses need (at most a quarter of it).
 //!
 //! A bad disk (full, read-only, failing) never makes the outbox fail to open
@@ -107,6 +108,8 @@ pub struct Entry {
     pub payload: Vec<u8>,
     /// On disk; false when the outbox was full or could not be written.
     pub durable: bool,
+    /// Its record's size, framed: what a compaction keeps of it.
+    pub bytes: u64,
 }
 
 impl Entry {
@@ -178,6 +181,10 @@ impl Book {
     }
 
     fn apply(&mut self, r: Rec) {
+        let bytes = match &r {
+            Rec::Entry { .. } => frame(&r).len() as u64,
+            _ => 0,
+        };
         match r {
             Rec::Put {
                 seq,
@@ -213,6 +220,7 @@ impl Book {
                         topic,
                         payload,
                         durable: true,
+                        bytes,
                     },
                 );
             }
@@ -240,6 +248,18 @@ impl Book {
         let s = self.next_seq.max(1);
         self.next_seq = s + 1;
         s
+    }
+
+    /// The size of the file `compacted` would write.
+    fn compacted_bytes(&self) -> u64 {
+        let one = frame(&Rec::Answered { key: Key([0; 16]) }).len() as u64;
+        let pending: u64 = self
+            .pending
+            .values()
+            .filter(|e| e.durable)
+            .map(|e| e.bytes)
+            .sum();
+        FILE_HEADER as u64 + one * self.delivered_order.len() as u64 + pending
     }
 
     /// What a compacted file holds: the delivered keys (small), then the
@@ -592,8 +612,11 @@ impl Outbox {
             topic: topic.to_string(),
             payload: payload.to_vec(),
             durable: false,
+            bytes: 0,
         };
-        let not_durable = self.store(&e.record()).err();
+        let rec = e.record();
+        e.bytes = frame(&rec).len() as u64;
+        let not_durable = self.store(&rec).err();
         e.durable = not_durable.is_none();
         let seq = e.seq;
         self.book.pending.insert(seq, e);
@@ -605,7 +628,11 @@ impl Outbox {
     fn store(&mut self, rec: &Rec) -> Result<(), OutboxError> {
         self.forget_a_file_not_at_the_path();
         let need = frame(rec).len() as u64;
-        if self.file.is_none() || self.size + need > self.max_bytes {
+        // A rewrite that frees little would be done again at the next store:
+        // a long ACL denial filling the outbox cost a whole rewrite per
+        // diagnosis, and still ended in `Full`.
+        let live = self.book.compacted_bytes();
+        if self.file.is_none() || journal::worth_compacting(self.size, live, need, self.max_bytes) {
             self.compact()?;
         }
         if self.size + need > self.max_bytes {
@@ -1037,6 +1064,22 @@ mod tests {
         heal();
         assert!(!ob.settled(), "{r:?}");
         assert_eq!(pending_ids(&ob), vec!["a1", "a2", "a3"]);
+    }
+
+    #[test]
+    fn a_full_outbox_with_nothing_to_free_is_not_rewritten_for_every_store() {
+        let d = tempfile::tempdir().unwrap();
+        let (mut ob, _) = open(d.path(), 4096);
+        let big = vec![b'x'; 1500];
+        put(&mut ob, 1, &big);
+        put(&mut ob, 2, &big);
+        DIR_SYNCS.with(|s| s.borrow_mut().clear());
+        for i in 3..8 {
+            let s = ob.put(key(i), "a", "t/diagnosis/X", &big);
+            assert!(matches!(s.not_durable, Some(OutboxError::Full { .. })));
+        }
+        let rewrites = DIR_SYNCS.with(|s| s.borrow().len());
+        assert_eq!(rewrites, 0, "a full outbox rewrote itself for nothing");
     }
 
     #[test]
