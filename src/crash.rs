@@ -7,8 +7,8 @@
 //! its watchdog pings go on. Half alive is worse than dead, so `tidewatch
 //! run` installs `abort_on_panic`: the panic is logged (to journald under
 //! systemd) and the process aborts. systemd restarts it (`Restart=on-failure`),
-//! and the broker redelivers every alarm not yet acknowledged to the
-//! persistent session. Nothing in tidewatch catches a panic to carry on.
+//! the inbox replays the alarms it held, and the broker redelivers those
+//! not yet acknowledged to the persistent session. Nothing in tidewatch catches a panic to carry on.
 //!
 //! Owns only the hook and the injected panics; it must never decide what to
 //! do with an alarm.

@@ -1,7 +1,7 @@
 //! The delivery protocol as a pure state machine: which alarm receipts are
 //! new work and which join work already under way, when a stored diagnosis is
 //! handed to the MQTT client, which PUBACK delivers it, and when an alarm may
-//! be acknowledged to the broker: only after its diagnosis was delivered.
+//! be acknowledged to the broker: once it is durable (see below).
 //!
 //! No I/O, clocks or async here, the way rumqtt keeps `MqttState` apart from
 //! its event loop: the daemon feeds in what happened (alarm received,

@@ -10,7 +10,6 @@
 //! acknowledges the burst's alarms and publishes its diagnoses. That is what
 //! takes a storm off the broker faster than the model answers it.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,12 +26,31 @@ use super::queue::Offer;
 use super::systemd::Notifier;
 use super::{FromWorker, Shared};
 use crate::alarm::{self, Alarm, Topics};
+use crate::config::MqttConfig;
 use crate::diagnosis::Diagnosis;
+
+/// What the hub counts of its intake, for the status: written by the hub
+/// alone, so plain numbers.
+#[derive(Debug, Default)]
+struct Intake {
+    /// Alarms that failed the checks, reported on the error topic.
+    rejected: u64,
+    /// Of the error reports, those that found the mqtt client's queue full.
+    error_reports_dropped: u64,
+    /// Redeliveries acknowledged without a new diagnosis.
+    replayed: u64,
+    /// Alarms merged into a queued job for the same equipment and code.
+    merged: u64,
+}
 
 /// The serving loop's state: the delivery machine, the inbox, the outbox
 /// and the MQTT client. Owned by one task, so none of it needs a lock.
 pub(super) struct Hub {
     s: Arc<Shared>,
+    /// The daemon's MQTT settings: topics, the alarm size limit, the broker
+    /// named in the journal.
+    mqtt: MqttConfig,
+    intake: Intake,
     client: AsyncClient,
     topics: Topics,
     notifier: Arc<Notifier>,
@@ -94,6 +112,7 @@ fn intake_delay() -> Option<Duration> {
 impl Hub {
     pub(super) fn new(
         s: Arc<Shared>,
+        mqtt: MqttConfig,
         client: AsyncClient,
         outbox: Outbox,
         inbox: Option<Inbox>,
@@ -108,10 +127,12 @@ impl Hub {
             outbox.delivered().copied(),
         );
         let topics = Topics {
-            prefix: s.pipeline.cfg.mqtt.topic_prefix.clone(),
+            prefix: mqtt.topic_prefix.clone(),
         };
         Hub {
             s,
+            mqtt,
+            intake: Intake::default(),
             client,
             topics,
             notifier,
@@ -231,17 +252,7 @@ impl Hub {
                 }
                 continue;
             }
-            let parsed = alarm::equipment_from_topic(&self.topics.prefix, &h.topic)
-                .map_err(|e| e.to_string())
-                .and_then(|eq| {
-                    alarm::parse(
-                        &h.payload,
-                        Some(eq),
-                        self.s.pipeline.cfg.mqtt.max_alarm_bytes,
-                    )
-                    .map_err(|e| e.to_string())
-                });
-            match parsed {
+            match self.read_alarm(&h.topic, &h.payload) {
                 Ok(a) if h.attempts >= inbox::POISON_AFTER => {
                     if !self.poisoned(a, &h) {
                         self.delivery.abandoned(&h.key);
@@ -442,7 +453,7 @@ impl Hub {
                 if !self.ready {
                     self.ready = true;
                     self.notifier.ready();
-                    let cfg = &self.s.pipeline.cfg.mqtt;
+                    let cfg = &self.mqtt;
                     tracing::info!(broker = %format!("{}:{}", cfg.host, cfg.port), "tidewatch ready");
                 }
             }
@@ -569,11 +580,7 @@ impl Hub {
     /// client's queue (`mqtt::CLIENT_QUEUE`) holds a flood's reports; one
     /// that finds it full is counted in `error_reports_dropped`.
     fn reject(&mut self, p: Publish, reason: String, live: bool) {
-        self.s
-            .pipeline
-            .counters
-            .rejected
-            .fetch_add(1, Ordering::Relaxed);
+        self.intake.rejected += 1;
         let topic: String = String::from_utf8_lossy(&p.topic)
             .chars()
             .take(256)
@@ -595,20 +602,24 @@ impl Hub {
     /// Publishes a report on the error topic. Never waits for the client:
     /// the poller may itself be waiting for the hub to take a QoS 0 alarm,
     /// and the report is advisory.
-    fn publish_error(&self, report: serde_json::Value) {
+    fn publish_error(&mut self, report: serde_json::Value) {
         if let Err(e) = mqtt::publish_info(
             &self.client,
             self.topics.error(),
             report.to_string().into_bytes(),
             false,
         ) {
-            self.s
-                .pipeline
-                .counters
-                .error_reports_dropped
-                .fetch_add(1, Ordering::Relaxed);
+            self.intake.error_reports_dropped += 1;
             tracing::warn!(error = %e, "cannot publish error report: the mqtt client queue is full");
         }
+    }
+
+    /// The alarm a publish on `topic` carries, or why it is not one: the one
+    /// check for what comes in and what the inbox replays.
+    fn read_alarm(&self, topic: &str, payload: &[u8]) -> Result<Alarm, String> {
+        let equipment =
+            alarm::equipment_from_topic(&self.topics.prefix, topic).map_err(|e| e.to_string())?;
+        alarm::parse(payload, Some(equipment), self.mqtt.max_alarm_bytes).map_err(|e| e.to_string())
     }
 
     /// Takes one alarm. `live`: it came on the connection that is up, so
@@ -622,17 +633,9 @@ impl Hub {
         let Ok(topic) = std::str::from_utf8(&p.topic).map(str::to_string) else {
             return self.reject(p, "topic is not UTF-8".into(), live);
         };
-        let equipment = match alarm::equipment_from_topic(&self.topics.prefix, &topic) {
-            Ok(e) => e.to_string(),
-            Err(e) => return self.reject(p, e.to_string(), live),
-        };
-        let a = match alarm::parse(
-            &p.payload,
-            Some(&equipment),
-            self.s.pipeline.cfg.mqtt.max_alarm_bytes,
-        ) {
+        let a = match self.read_alarm(&topic, &p.payload) {
             Ok(a) => a,
-            Err(e) => return self.reject(p, e.to_string(), live),
+            Err(reason) => return self.reject(p, reason, live),
         };
         let key = Key::of(&topic, &p.payload);
         let payload = p.payload.clone();
@@ -677,25 +680,10 @@ impl Hub {
     /// was full) holds a slot of the broker's window until its answer is on
     /// disk, so it is triaged at once.
     fn offer(&mut self, a: Alarm, key: Key, journaled: bool) {
-        let offer = {
-            let mut q = self.s.queue();
-            let o = q.offer(a, key, self.s.now_ms());
-            self.s
-                .pipeline
-                .counters
-                .queue_depth
-                .store(q.len() as u64, Ordering::Relaxed);
-            o
-        };
+        let offer = self.s.queue().offer(a, key, self.s.now_ms());
         match offer {
             Offer::Queued => self.s.work.notify_one(),
-            Offer::Merged => {
-                self.s
-                    .pipeline
-                    .counters
-                    .merged
-                    .fetch_add(1, Ordering::Relaxed);
-            }
+            Offer::Merged => self.intake.merged += 1,
             Offer::Triage(a, k) if journaled => self.backlog.push_back(vec![(a, k)]),
             Offer::Triage(a, k) => {
                 let d = self.s.pipeline.triage(&a);
@@ -708,12 +696,8 @@ impl Hub {
         }
     }
 
-    fn count_replayed(&self) {
-        self.s
-            .pipeline
-            .counters
-            .replayed
-            .fetch_add(1, Ordering::Relaxed);
+    fn count_replayed(&mut self) {
+        self.intake.replayed += 1;
     }
 
     /// Stores a diagnosis for every alarm it answers; delivery publishes it.
@@ -779,6 +763,15 @@ impl Hub {
             );
             obj.insert("inbox_refused".into(), self.inbox_refused.into());
             obj.insert("poisoned".into(), self.poisoned.into());
+            let i = &self.intake;
+            obj.insert("rejected".into(), i.rejected.into());
+            obj.insert(
+                "error_reports_dropped".into(),
+                i.error_reports_dropped.into(),
+            );
+            obj.insert("replayed".into(), i.replayed.into());
+            obj.insert("merged".into(), i.merged.into());
+            obj.insert("queue_depth".into(), self.s.queue().len().into());
             obj.insert("triage_backlog".into(), self.backlog.len().into());
             obj.insert("awaiting_ack".into(), self.delivery.open_alarms().into());
             obj.insert("denied".into(), self.delivery.denied_count().into());

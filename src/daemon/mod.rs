@@ -10,9 +10,11 @@
 //!
 //! Each long-lived task is an async fn taking a `CancellationToken`; only
 //! `main` listens for signals, and asks for an index reload through a
-//! `Notify` (see `reload`). On cancel, unfinished alarms are left
-//! unacknowledged so the broker redelivers them to the next start, and the
-//! slot threads are cancelled and joined before exit.
+//! `Notify` (see `reload`). An alarm is acknowledged once it is journaled
+//! in the inbox (or, when the inbox cannot take it, once its diagnosis is on
+//! disk). On cancel, unfinished alarms stay in the inbox for the next start
+//! (those it could not take stay unacknowledged, and the broker redelivers
+//! them), and the slot threads are cancelled and joined before exit.
 //!
 //! Only `main` enters the daemon: the one-shot commands and the
 //! measurements load the same components through `load`.
@@ -177,8 +179,11 @@ pub async fn run(
         &shared,
         slots,
         done_tx,
-        &notifier,
-        &mqtt_turned,
+        Liveness {
+            notifier: &notifier,
+            turned: &mqtt_turned,
+            keep_alive: cfg.mqtt.keep_alive,
+        },
         &cancel,
     );
     tracker.spawn(reload::run(
@@ -190,7 +195,14 @@ pub async fn run(
         reload,
         cancel.clone(),
     ));
-    let mut hub = Hub::new(shared, client, outbox, inbox, notifier.clone());
+    let mut hub = Hub::new(
+        shared,
+        cfg.mqtt.clone(),
+        client,
+        outbox,
+        inbox,
+        notifier.clone(),
+    );
     hub.replay();
     hub.serve(events, qos0, done_rx, &cancel).await;
     shutdown(hub, tracker, workers, poller, hard).await;
@@ -325,6 +337,15 @@ fn connect(
     )
 }
 
+/// What the systemd watchdog judges the process alive by.
+struct Liveness<'a> {
+    notifier: &'a Arc<Notifier>,
+    /// When the MQTT poller last turned (see `mqtt::run_poller`).
+    turned: &'a Arc<AtomicU64>,
+    /// The MQTT keepalive: a poller quiet for three of them is stuck.
+    keep_alive: Duration,
+}
+
 /// Starts one worker per slot and the systemd watchdog. Workers hand their
 /// slot back when they end, so shutdown can join the slot threads.
 fn spawn(
@@ -332,10 +353,14 @@ fn spawn(
     shared: &Arc<Shared>,
     slots: Vec<Slot>,
     done: mpsc::UnboundedSender<FromWorker>,
-    notifier: &Arc<Notifier>,
-    turned: &Arc<AtomicU64>,
+    live: Liveness<'_>,
     cancel: &CancellationToken,
 ) -> Vec<tokio::task::JoinHandle<Slot>> {
+    let Liveness {
+        notifier,
+        turned,
+        keep_alive,
+    } = live;
     let workers = slots
         .into_iter()
         .map(|slot| {
@@ -349,7 +374,6 @@ fn spawn(
         .collect();
     let s = shared.clone();
     let turned = turned.clone();
-    let keep_alive = shared.pipeline.cfg.mqtt.keep_alive;
     let healthy = move || {
         let limit = (keep_alive * 3).max(Duration::from_secs(30));
         crate::watchdog::process_alive(

@@ -2,7 +2,6 @@
 //! diagnoses it on its slot and hands the diagnosis to the hub; on cancel it
 //! hands its slot back, so shutdown can join the slot's thread.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,15 +19,7 @@ pub(super) async fn run(
     cancel: CancellationToken,
 ) -> Slot {
     loop {
-        let job = {
-            let mut q = s.queue();
-            let j = q.pop();
-            s.pipeline
-                .counters
-                .queue_depth
-                .store(q.len() as u64, Ordering::Relaxed);
-            j
-        };
+        let job = s.queue().pop();
         let Some(job) = job else {
             tokio::select! {
                 _ = cancel.cancelled() => return slot,
@@ -59,7 +50,8 @@ pub(super) async fn run(
             "diagnosing"
         );
         let d = tokio::select! {
-            // Dropping the job leaves its alarms unacknowledged; `stop`
+            // Dropping the job leaves its alarms in the inbox (or, those it
+            // could not take, unacknowledged) for the next start; `stop`
             // cancels the generation still running on the slot thread.
             _ = cancel.cancelled() => return slot,
             d = s.pipeline.diagnose(&mut slot, job.primary()) => d,
