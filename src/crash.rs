@@ -78,13 +78,10 @@ pub fn panic_fault(fault: &str) -> Result<Option<PanicFault>, CrashError> {
 /// names the caller's line, as a real panic there would.
 #[track_caller]
 pub fn injected_panic(place: Place, subject: &[u8]) {
-    if !cfg!(feature = "fault-injection") {
-        return;
-    }
-    let Ok(fault) = std::env::var("TIDEWATCH_FAULT") else {
+    let Some(fault) = crate::fault::spec() else {
         return;
     };
-    match panic_fault(&fault) {
+    match panic_fault(fault) {
         Ok(Some(f)) if f.place == place => match &f.on {
             None => panic!("fault injection: panic-{}", place.name()),
             Some(text) if contains(subject, text.as_bytes()) => {

@@ -48,6 +48,7 @@ pub mod crash;
 pub mod daemon;
 pub mod diagnosis;
 mod durable;
+pub(crate) mod fault;
 pub mod grounding;
 pub mod llm;
 pub(crate) mod load;

@@ -99,11 +99,8 @@ const TRIAGE_CHUNK: usize = 2;
 /// `TIDEWATCH_FAULT=slow-intake:MS` makes every inbound alarm cost the hub MS
 /// more, as on a board whose cores the model's threads have.
 fn intake_delay() -> Option<Duration> {
-    if !cfg!(feature = "fault-injection") {
-        return None;
-    }
-    let v = std::env::var("TIDEWATCH_FAULT").ok()?;
-    v.strip_prefix("slow-intake:")?
+    crate::fault::spec()?
+        .strip_prefix("slow-intake:")?
         .parse()
         .ok()
         .map(Duration::from_millis)
