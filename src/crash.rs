@@ -7,8 +7,8 @@
 //! its watchdog pings go on. Half alive is worse than dead, so `tidewatch
 //! run` installs `abort_on_panic`: the panic is logged (to journald under
 //! systemd) and the process aborts. systemd restarts it (`Restart=on-failure`),
-//! and the broker redelivers every alarm not yet acknowledged to the
-//! persistent session. Nothing in tidewatch catches a panic to carry on.
+//! the inbox replays the alarms it held, and the broker redelivers those
+//! not yet acknowledged to the persistent session. Nothing in tidewatch catches a panic to carry on.
 //!
 //! Owns only the hook and the injected panics; it must never decide what to
 //! do with an alarm.
@@ -19,13 +19,13 @@ use std::panic::PanicHookInfo;
 #[derive(Debug, thiserror::Error)]
 pub enum CrashError {
     #[error(
-        "TIDEWATCH_FAULT={0:?} names no injected panic (panic-worker, panic-hub or panic-poller)"
+        "TIDEWATCH_FAULT={0:?} names no injected panic (panic-worker, panic-hub or panic-poller, each optionally -on:TEXT)"
     )]
     UnknownFault(String),
 }
 
 /// Where a panic can be injected (cargo feature `fault-injection`,
-/// `TIDEWATCH_FAULT=panic-{place}`).
+/// `TIDEWATCH_FAULT=panic-{place}` or `panic-{place}-on:TEXT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Place {
     /// A worker that has just taken an alarm off the queue.
@@ -46,37 +46,62 @@ impl Place {
     }
 }
 
-/// The place a `TIDEWATCH_FAULT` value asks to panic in; None for a value
-/// that is not a panic fault (the slot's and the hub's other faults).
-pub fn panic_place(fault: &str) -> Result<Option<Place>, CrashError> {
-    let Some(name) = fault.strip_prefix("panic-") else {
+/// An injected panic: where, and, for `panic-{place}-on:TEXT`, only for an
+/// alarm whose text holds TEXT (a poison alarm).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PanicFault {
+    pub place: Place,
+    pub on: Option<String>,
+}
+
+/// The panic a `TIDEWATCH_FAULT` value asks for; None for a value that is
+/// not a panic fault (the slot's and the hub's other faults).
+pub fn panic_fault(fault: &str) -> Result<Option<PanicFault>, CrashError> {
+    let Some(rest) = fault.strip_prefix("panic-") else {
         return Ok(None);
+    };
+    let (name, on) = match rest.split_once("-on:") {
+        Some((name, text)) if !text.is_empty() => (name, Some(text.to_string())),
+        Some(_) => return Err(CrashError::UnknownFault(fault.to_string())),
+        None => (rest, None),
     };
     [Place::Worker, Place::Hub, Place::Poller]
         .into_iter()
         .find(|p| p.name() == name)
-        .map(Some)
+        .map(|place| Some(PanicFault { place, on }))
         .ok_or_else(|| CrashError::UnknownFault(fault.to_string()))
 }
 
-/// Fault injection: panics when `TIDEWATCH_FAULT=panic-{place}`. Compiled to
-/// nothing without the `fault-injection` feature. The report names the
-/// caller's line, as a real panic there would.
+/// Fault injection: panics when `TIDEWATCH_FAULT=panic-{place}`, or
+/// `panic-{place}-on:TEXT` and `subject` (the alarm in hand) holds TEXT.
+/// Compiled to nothing without the `fault-injection` feature. The report
+/// names the caller's line, as a real panic there would.
 #[track_caller]
-pub fn injected_panic(place: Place) {
-    if !cfg!(feature = "fault-injection") {
-        return;
-    }
-    let Ok(fault) = std::env::var("TIDEWATCH_FAULT") else {
+pub fn injected_panic(place: Place, subject: &[u8]) {
+    let Some(fault) = crate::fault::spec() else {
         return;
     };
-    match panic_place(&fault) {
-        Ok(Some(p)) if p == place => panic!("fault injection: panic-{}", p.name()),
+    match panic_fault(fault) {
+        Ok(Some(f)) if f.place == place => match &f.on {
+            None => panic!("fault injection: panic-{}", place.name()),
+            Some(text) if contains(subject, text.as_bytes()) => {
+                panic!("fault injection: panic-{}-on:{text}", place.name())
+            }
+            Some(_) => {}
+        },
         Ok(_) => {}
         // A misspelt fault would otherwise make a test pass for the wrong reason.
         Err(e) => panic!("{e}"),
     }
 }
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// How every panic report begins: what the tests look for in a daemon's log
+/// to tell that nothing panicked.
+pub const PANIC_REPORT: &str = "panic in thread";
 
 /// Makes every later panic, on any thread, log itself and abort the process.
 /// Only for `tidewatch run`: a one-shot command keeps Rust's default (the
@@ -126,7 +151,7 @@ impl Report {
 
     fn line(&self) -> String {
         format!(
-            "panic in thread '{}' at {}: {}; aborting so that systemd restarts tidewatch and unacknowledged alarms are redelivered",
+            "{PANIC_REPORT} '{}' at {}: {}; aborting so that systemd restarts tidewatch and unacknowledged alarms are redelivered",
             self.thread, self.location, self.message
         )
     }
@@ -171,19 +196,32 @@ mod tests {
             r.line(),
             "panic in thread 'tokio-rt-worker' at src/grounding.rs:338:32: byte index 5 is not a char boundary; aborting so that systemd restarts tidewatch and unacknowledged alarms are redelivered"
         );
+        assert!(
+            r.line().starts_with(PANIC_REPORT),
+            "what the tests look for"
+        );
     }
 
     #[test]
     fn fault_values_name_a_panic_place_or_none() {
-        assert_eq!(panic_place("panic-worker").unwrap(), Some(Place::Worker));
-        assert_eq!(panic_place("panic-hub").unwrap(), Some(Place::Hub));
-        assert_eq!(panic_place("panic-poller").unwrap(), Some(Place::Poller));
-        assert_eq!(panic_place("stall-after:5").unwrap(), None);
-        assert_eq!(panic_place("slow-intake:3").unwrap(), None);
-        let e = panic_place("panic-slot").unwrap_err();
+        let at = |place| Some(PanicFault { place, on: None });
+        assert_eq!(panic_fault("panic-worker").unwrap(), at(Place::Worker));
+        assert_eq!(panic_fault("panic-hub").unwrap(), at(Place::Hub));
+        assert_eq!(panic_fault("panic-poller").unwrap(), at(Place::Poller));
+        assert_eq!(
+            panic_fault("panic-worker-on:POISON").unwrap(),
+            Some(PanicFault {
+                place: Place::Worker,
+                on: Some("POISON".into())
+            })
+        );
+        assert_eq!(panic_fault("stall-after:5").unwrap(), None);
+        assert_eq!(panic_fault("slow-intake:3").unwrap(), None);
+        let e = panic_fault("panic-slot").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "TIDEWATCH_FAULT=\"panic-slot\" names no injected panic (panic-worker, panic-hub or panic-poller)"
+            "TIDEWATCH_FAULT=\"panic-slot\" names no injected panic (panic-worker, panic-hub or panic-poller, each optionally -on:TEXT)"
         );
+        assert!(panic_fault("panic-worker-on:").is_err(), "no text to match");
     }
 }

@@ -24,12 +24,15 @@
 //! 1. `daemon::mqtt` polls the broker and hands each publish on
 //!    `{prefix}/alarm/+` to the hub.
 //! 2. `alarm` checks the payload (size, UTF-8, fields); rejects go to the
-//!    error topic. Accepted alarms are kept in `daemon::inbox`.
+//!    error topic. Accepted alarms are kept in `daemon::inbox`, and
+//!    acknowledged to the broker once journaled there (fsync'd); one the
+//!    inbox cannot take, once its diagnosis is on disk (`daemon::delivery`
+//!    decides when).
 //! 3. `daemon::queue` orders accepted alarms by severity, merges duplicates
 //!    and decides who is triaged when full.
 //! 4. A worker per slot takes a job to the `pipeline`.
-//! 5. The hub keeps the diagnosis in `daemon::outbox`, publishes it and only
-//!    then acknowledges the alarm (`daemon::delivery` decides when).
+//! 5. The hub keeps the diagnosis in `daemon::outbox` and publishes it from
+//!    there until the broker has it.
 //!    `daemon::systemd` reports readiness, status and liveness throughout;
 //!    `daemon::reload` swaps in a rebuilt index on SIGHUP, between jobs.
 //!
@@ -45,6 +48,7 @@ pub mod crash;
 pub mod daemon;
 pub mod diagnosis;
 mod durable;
+pub(crate) mod fault;
 pub mod grounding;
 pub mod llm;
 pub(crate) mod load;

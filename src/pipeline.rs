@@ -23,7 +23,9 @@ use crate::prompt::{self, strip_think};
 use crate::retrieval::knowledge::ListKind;
 use crate::retrieval::{Hit, LiveIndex, Query};
 
-/// Counters published on the status topic.
+/// The pipeline's counters, published on the status topic: answers by kind
+/// and the slots' health. What the daemon counts of its intake is the
+/// hub's (`daemon::hub::Intake`).
 #[derive(Debug, Default)]
 pub struct Counters {
     pub diagnosed: AtomicU64,
@@ -33,16 +35,10 @@ pub struct Counters {
     /// passages' items (mode "passages"): the model did answer, so they stay
     /// in `diagnosed`, which says how often the model ran to the end.
     pub passages: AtomicU64,
-    pub merged: AtomicU64,
     /// Chosen answers whose causes or actions were not the passages' items:
     /// a defect of the choice code (`grounding::guard_chosen`), never a
     /// model error. Tests hold it at 0.
     pub choice_defects: AtomicU64,
-    pub rejected: AtomicU64,
-    /// Of `rejected`, those whose report found the mqtt client's queue full.
-    pub error_reports_dropped: AtomicU64,
-    pub replayed: AtomicU64,
-    pub queue_depth: AtomicU64,
     pub slots: Arc<SlotCounters>,
 }
 
@@ -54,15 +50,10 @@ impl Counters {
             "degraded": g(&self.degraded),
             "triage": g(&self.triage),
             "passages": g(&self.passages),
-            "merged": g(&self.merged),
             "choice_defects": g(&self.choice_defects),
-            "rejected": g(&self.rejected),
-            "error_reports_dropped": g(&self.error_reports_dropped),
-            "replayed": g(&self.replayed),
             "slot_restarts": g(&self.slots.restarts),
             "slots_lost": g(&self.slots.lost),
             "preempted": g(&self.slots.preempted),
-            "queue_depth": g(&self.queue_depth),
         })
     }
 }

@@ -708,3 +708,43 @@ async fn storm_of_1000_alarms_is_answered_with_bounded_memory() {
         "peak RSS {peak} KiB is over idle {idle} KiB + 10% + the {cache_mib} MiB prompt cache"
     );
 }
+
+/// A diagnosis kept in memory (the outbox cannot be written) and then
+/// delivered releases its alarm from the inbox. It once never did: after an
+/// episode of a full or failing outbox the inbox stayed full until a
+/// restart, and the restart diagnosed those alarms again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alarm_answered_from_memory_leaves_the_inbox_once_delivered() {
+    let _serial = common::serial();
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), broker.port, "mem", FAST, "");
+    // A directory where the outbox file should be: it can be neither read
+    // nor replaced, so every diagnosis is kept in memory only.
+    std::fs::create_dir_all(dir.path().join("state/outbox.log")).unwrap();
+    let mut c = Client::connect(broker.port, "mem", "mem-client").await;
+    let mut d = Daemon::launch(&cfg).ready();
+    let (eq, body) = alarm_n("mem-1", 0);
+    c.publish(&format!("mem/alarm/{eq}"), body).await;
+    c.expect(
+        &format!("mem/diagnosis/{eq}"),
+        Duration::from_secs(60),
+        |v| v["alarm_id"] == "mem-1",
+    )
+    .await;
+    assert!(
+        d.wait_log("diagnosis not on disk", Duration::from_secs(5)),
+        "{}",
+        d.log()
+    );
+    let st = c
+        .expect("mem/status", Duration::from_secs(30), |v| {
+            v["outbox_pending"] == 0 && v["awaiting_ack"] == 0
+        })
+        .await;
+    assert_eq!(
+        st["inbox_pending"], 0,
+        "the delivered alarm is still held in the inbox: {st}"
+    );
+    d.assert_alive();
+}

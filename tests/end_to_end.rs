@@ -89,7 +89,7 @@ async fn malformed_alarms_each_get_an_error_and_the_next_valid_alarm_is_diagnose
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), broker.port, "bad", "", "");
     let mut c = Client::connect(broker.port, "bad", "bad-client").await;
-    let d = Daemon::launch(&cfg).within(T).ready();
+    let mut d = Daemon::launch(&cfg).within(T).ready();
 
     c.publish("bad/alarm/P1", "this is not json").await;
     let e = c.expect("bad/error", T, |_| true).await;
@@ -136,7 +136,7 @@ async fn malformed_alarms_each_get_an_error_and_the_next_valid_alarm_is_diagnose
         )
         .await;
     assert_full_diagnosis_shape(&ok);
-    assert!(d.child.id() > 0);
+    d.assert_alive();
 }
 
 #[test]

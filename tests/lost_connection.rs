@@ -67,3 +67,43 @@ async fn a_publish_read_with_the_fin_is_answered_and_never_acked_on_the_next_con
         "acks from a lost connection were sent on a later one: {stray:?}"
     );
 }
+
+/// A broker that breaks the protocol costs a reconnect, not the connection.
+/// On a PUBLISH with an empty topic and a topic alias never set, rumqttc
+/// reports an outgoing DISCONNECT (reason: protocol error) without sending
+/// one; the poller once took it for the DISCONNECT of its own shutdown and
+/// ended, and MQTT stayed dead until the systemd watchdog restarted the
+/// daemon.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_that_breaks_the_protocol_costs_a_reconnect_and_alarms_still_flow() {
+    let _serial = serial();
+    let broker = Broker::start();
+    let proxy = common::proxy::Injector::start(broker.port).await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = "alias";
+    let cfg = config(dir.path(), proxy.port, p, "max_tokens = 48", "");
+    let mut c = Client::connect(broker.port, p, "alias-client").await;
+    let mut d = Daemon::launch(&cfg).ready();
+    proxy.inject(&common::proxy::PUBLISH_WITH_UNKNOWN_ALIAS);
+    assert!(
+        d.wait_log("broke the MQTT protocol", Duration::from_secs(10)),
+        "the daemon did not see the protocol error:\n{}",
+        d.log()
+    );
+    let body = alarm(
+        "alias-1",
+        "ME1",
+        "ME-JCW-TEMP-HI",
+        "minor",
+        "main_engine_cooling",
+        "after",
+    );
+    c.publish(&format!("{p}/alarm/ME1"), body).await;
+    c.expect(
+        &format!("{p}/diagnosis/ME1"),
+        Duration::from_secs(90),
+        |v| v["alarm_id"] == "alias-1",
+    )
+    .await;
+    d.assert_alive();
+}

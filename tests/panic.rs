@@ -93,3 +93,114 @@ async fn a_panic_in_the_hub_aborts_and_its_alarm_is_answered_after_the_restart()
 async fn a_panic_in_the_poller_aborts_and_its_alarm_is_answered_after_the_restart() {
     a_panic_aborts_and_the_restarted_daemon_answers("poller").await;
 }
+
+/// A poison alarm: one whose handling panics every time. The daemon aborts
+/// (crash-only), and systemd restarts it; the inbox replays the alarm, and
+/// without a count of attempts the daemon aborted again, for ever, and no
+/// alarm behind the poison one was answered. Here the test restarts the
+/// daemon as systemd would, with the fault still armed: the loop must end
+/// after two aborts, the poison alarm answered from the manuals (mode
+/// triage) with an error report naming it, and the alarms behind it
+/// answered by the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_alarm_aborts_twice_then_is_triaged_and_the_alarms_behind_it_get_the_model() {
+    let _serial = common::serial();
+    require_fault_injection();
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().unwrap();
+    let p = "poison";
+    let cfg = config(dir.path(), broker.port, p, "max_tokens = 48", "");
+    let mut c = Client::connect(broker.port, p, "poison-client").await;
+    let fault = "panic-worker-on:POISON";
+    let mut d = Daemon::launch(&cfg)
+        .fault(fault)
+        .within(Duration::from_secs(90))
+        .ready();
+    // Critical, so it is taken first again after every restart; the two
+    // warnings wait behind it.
+    let poison = alarm(
+        "poison-1",
+        "ME1",
+        "ME-LO-PRES-LO",
+        "critical",
+        "main_engine_lube_oil",
+        "POISON lube oil pressure low",
+    );
+    c.publish(&format!("{p}/alarm/ME1"), poison).await;
+    for (id, eq) in [("behind-1", "DG2"), ("behind-2", "DG3")] {
+        let body = alarm(
+            id,
+            eq,
+            "DG-REV-PWR",
+            "warning",
+            "generator",
+            "reverse power trip",
+        );
+        c.publish(&format!("{p}/alarm/{eq}"), body).await;
+    }
+    let mut aborts = 0;
+    let mut logs = String::new();
+    // The time a restarted daemon takes to load, replay and reach the
+    // poison alarm again; one that lives past it has stopped aborting.
+    let round = Duration::from_secs(40);
+    while let Some(status) = d.wait_exit(round) {
+        let said = d.wait_log("aborting so that systemd restarts", Duration::from_secs(2));
+        let log = d.log();
+        assert!(
+            said && status.signal() == Some(nix::sys::signal::Signal::SIGABRT as i32),
+            "round {aborts}: the daemon ended with {status:?}, not the injected abort:\n{log}"
+        );
+        aborts += 1;
+        logs.push_str(&format!("--- round {aborts}\n{log}"));
+        assert!(
+            aborts <= 2,
+            "the daemon aborted on the poison alarm {aborts} times and goes on:\n{logs}"
+        );
+        d = Daemon::start(&cfg, &[("TIDEWATCH_FAULT", fault)]);
+    }
+    assert_eq!(
+        aborts, 2,
+        "the poison alarm must abort exactly twice:\n{logs}"
+    );
+
+    let want = ["poison-1", "behind-1", "behind-2"];
+    let mut got = std::collections::HashMap::new();
+    let mut report = None;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
+    while got.len() < want.len() || report.is_none() {
+        let Ok(Some((t, body))) = tokio::time::timeout_at(deadline, c.rx.recv()).await else {
+            break;
+        };
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        if t.starts_with(&format!("{p}/diagnosis/")) {
+            if let Some(id) = v["alarm_id"].as_str().filter(|i| want.contains(i)) {
+                got.insert(id.to_string(), v);
+            }
+        } else if t == format!("{p}/error") && v["alarm_id"] == "poison-1" {
+            report = Some(v);
+        }
+    }
+    let log = d.log();
+    for id in want {
+        assert!(
+            got.contains_key(id),
+            "{id} never answered:\n{logs}--- now\n{log}"
+        );
+    }
+    assert_eq!(got["poison-1"]["mode"], "triage", "{}", got["poison-1"]);
+    assert_model_answered(&got["behind-1"]);
+    assert_model_answered(&got["behind-2"]);
+    let report = report.expect("no error report names the poison alarm");
+    assert_eq!(report["topic"], format!("{p}/alarm/ME1"), "{report}");
+    assert!(
+        report["reason"].as_str().unwrap().contains("aborted"),
+        "{report}"
+    );
+    let st = c
+        .expect(&format!("{p}/status"), Duration::from_secs(30), |v| {
+            v["poisoned"].as_u64() >= Some(1)
+        })
+        .await;
+    assert_eq!(st["poisoned"], 1, "{st}");
+    d.assert_alive();
+}

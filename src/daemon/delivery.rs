@@ -1,7 +1,7 @@
 //! The delivery protocol as a pure state machine: which alarm receipts are
 //! new work and which join work already under way, when a stored diagnosis is
 //! handed to the MQTT client, which PUBACK delivers it, and when an alarm may
-//! be acknowledged to the broker: only after its diagnosis was delivered.
+//! be acknowledged to the broker: once it is durable (see below).
 //!
 //! No I/O, clocks or async here, the way rumqtt keeps `MqttState` apart from
 //! its event loop: the daemon feeds in what happened (alarm received,
@@ -16,7 +16,8 @@
 //! The poller reports both; a PUBACK then names an ordinal, and the ordinal
 //! names the outbox entry. A copy queued just before a disconnect and sent
 //! after the reconnect still maps to its own entry, so a PUBACK is never
-//! credited to another diagnosis.
+//! credited to another diagnosis. On a ConnAck without a session the client
+//! drops what it held without a word, and `connected` takes those ordinals.
 //!
 //! # Acknowledging alarms
 //! An alarm is acknowledged as soon as it is durable: when the daemon has
@@ -331,7 +332,21 @@ impl<T> Delivery<T> {
         }
     }
 
-    pub fn connected(&mut self) -> Vec<Output<T>> {
+    /// Connected; `session_present` is the broker's ConnAck flag. Without a
+    /// session, rumqttc (0.25, v5) silently clears the requests it still
+    /// held for the old one, publishes handed to it included: they will
+    /// never be sent nor reported dropped, so every ordinal not yet taken is
+    /// taken now, or the next `sent` would name the wrong entry (and its
+    /// PUBACK deliver a diagnosis the broker never got). Their entries are
+    /// back in `ready` since the disconnect.
+    pub fn connected(&mut self, session_present: bool) -> Vec<Output<T>> {
+        if !session_present {
+            self.taken = self.next_ord;
+            self.ords.clear();
+            self.pkids.clear();
+            let back: Vec<u64> = std::mem::take(&mut self.in_flight).into_keys().collect();
+            self.ready.extend(back);
+        }
         self.connected = true;
         // A new connection may be a fixed broker (or other credentials):
         // refused diagnoses are tried again at once.
@@ -542,7 +557,7 @@ mod tests {
     #[test]
     fn an_alarm_is_acknowledged_only_after_the_broker_acknowledged_its_diagnosis() {
         let mut d = sm();
-        d.connected();
+        d.connected(true);
         assert_eq!(d.received(k(1), Some("h1")), (Receipt::Diagnose, vec![]));
         let out = d.stored(k(1), 7);
         assert_eq!(out, vec![Output::Publish(7)]);
@@ -560,7 +575,7 @@ mod tests {
     #[test]
     fn a_redelivery_while_the_alarm_is_diagnosed_joins_it_and_is_acked_with_it() {
         let mut d = sm();
-        d.connected();
+        d.connected(true);
         d.received(k(1), Some("first"));
         assert_eq!(d.received(k(1), Some("again")).0, Receipt::Joined);
         let out = d.stored(k(1), 1);
@@ -572,7 +587,7 @@ mod tests {
     #[test]
     fn a_redelivery_of_a_delivered_alarm_is_acked_at_once_and_not_answered_again() {
         let mut d = sm();
-        d.connected();
+        d.connected(true);
         d.received(k(1), Some("h"));
         let out = d.stored(k(1), 1);
         hand(&mut d, &out);
@@ -594,7 +609,7 @@ mod tests {
         // between topic and payload does not give the same key.
         assert_ne!(Key::of("tw/a", b"b{}"), Key::of("tw/ab", b"{}"));
         let mut d = sm();
-        d.connected();
+        d.connected(true);
         d.received(Key::of("tw/alarm/P1", a), Some("a"));
         let out = d.stored(Key::of("tw/alarm/P1", a), 1);
         hand(&mut d, &out);
@@ -613,10 +628,10 @@ mod tests {
     #[test]
     fn ack_handles_from_a_lost_connection_are_never_used() {
         let mut d = sm();
-        d.connected();
+        d.connected(true);
         d.received(k(1), Some("old-connection"));
         d.disconnected(0);
-        d.connected();
+        d.connected(true);
         // The broker redelivers on the resumed session.
         assert_eq!(d.received(k(1), Some("new-connection")).0, Receipt::Joined);
         let out = d.stored(k(1), 1);
@@ -630,27 +645,27 @@ mod tests {
         let mut d = sm();
         d.received(k(1), Some("a"));
         assert!(d.stored(k(1), 1).is_empty());
-        assert_eq!(d.connected(), vec![Output::Publish(1)]);
+        assert_eq!(d.connected(true), vec![Output::Publish(1)]);
     }
 
     #[test]
     fn a_publish_lost_with_the_connection_goes_out_again_after_the_reconnect() {
         let mut d = sm();
-        d.connected();
+        d.connected(true);
         d.received(k(1), Some("a"));
         let out = d.stored(k(1), 1);
         hand(&mut d, &out);
         d.sent(3, 0);
         d.disconnected(0);
         assert!(d.puback(3).is_empty(), "PUBACKs do not cross connections");
-        let out = d.connected();
+        let out = d.connected(true);
         assert_eq!(out, vec![Output::Publish(1)]);
     }
 
     #[test]
     fn a_copy_queued_before_a_disconnect_and_sent_after_it_is_credited_to_its_own_entry() {
         let mut d = sm();
-        d.connected();
+        d.connected(true);
         for i in 1..=2 {
             d.received(k(i), Some("h"));
         }
@@ -661,7 +676,7 @@ mod tests {
         d.disconnected(0);
         d.received(k(1), Some("h1"));
         d.received(k(2), Some("h2"));
-        let out = d.connected();
+        let out = d.connected(true);
         assert_eq!(out, vec![Output::Publish(1)]);
         hand(&mut d, &out);
         let out = d.stored(k(2), 2);
@@ -684,7 +699,7 @@ mod tests {
     #[test]
     fn publishes_the_client_dropped_unsent_are_counted_so_later_pubacks_still_match() {
         let mut d = sm();
-        d.connected();
+        d.connected(true);
         d.received(k(1), Some("a"));
         d.received(k(2), Some("b"));
         let mut out = d.stored(k(1), 1);
@@ -694,7 +709,7 @@ mod tests {
         d.disconnected(2);
         d.received(k(1), Some("a2"));
         d.received(k(2), Some("b2"));
-        let out = d.connected();
+        let out = d.connected(true);
         assert_eq!(out, vec![Output::Publish(1), Output::Publish(2)]);
         hand(&mut d, &out);
         d.sent(1, 0);
@@ -704,9 +719,32 @@ mod tests {
     }
 
     #[test]
+    fn publishes_the_client_dropped_unreported_on_a_new_session_are_not_credited_with_later_pubacks(
+    ) {
+        let mut d = sm();
+        d.connected(true);
+        d.received(k(1), Some("a"));
+        d.received(k(2), Some("b"));
+        let mut out = d.stored(k(1), 1);
+        out.extend(d.stored(k(2), 2));
+        hand(&mut d, &out);
+        // Lost with the connection, none reported dropped: still queued in
+        // the client when it went.
+        d.disconnected(0);
+        // The broker lost the session; the client cleared its queue.
+        let out = d.connected(false);
+        assert_eq!(out, vec![Output::Publish(1), Output::Publish(2)]);
+        hand(&mut d, &out);
+        d.sent(7, 0);
+        d.sent(8, 0);
+        assert_eq!(d.puback(8), vec![Output::Delivered(2)]);
+        assert_eq!(d.puback(7), vec![Output::Delivered(1)]);
+    }
+
+    #[test]
     fn a_publish_without_a_puback_is_sent_again_after_the_timeout() {
         let mut d = sm();
-        d.connected();
+        d.connected(true);
         d.received(k(1), Some("a"));
         let out = d.stored(k(1), 1);
         hand(&mut d, &out);
@@ -726,7 +764,7 @@ mod tests {
         // A flood of error reports ahead of it in the client's queue held
         // the publish for 5 s: it has not been waiting for a PUBACK at all.
         let mut d = sm();
-        d.connected();
+        d.connected(true);
         d.received(k(1), Some("a"));
         let out = d.stored(k(1), 1);
         hand(&mut d, &out);
@@ -739,7 +777,7 @@ mod tests {
     #[test]
     fn a_journaled_alarm_is_acknowledged_at_once_and_so_are_its_redeliveries() {
         let mut d = sm();
-        d.connected();
+        d.connected(true);
         assert_eq!(d.received(k(1), Some("a")).0, Receipt::Diagnose);
         assert_eq!(d.journaled(&k(1)), vec![Output::Ack("a")]);
         assert_eq!(
@@ -759,7 +797,7 @@ mod tests {
     #[test]
     fn a_receipt_from_a_lost_connection_is_answered_but_never_acknowledged() {
         let mut d = sm();
-        d.connected();
+        d.connected(true);
         assert_eq!(d.received(k(1), None), (Receipt::Diagnose, vec![]));
         assert!(d.journaled(&k(1)).is_empty(), "no handle to acknowledge");
         let (r, out) = d.received(k(2), None);
@@ -780,14 +818,14 @@ mod tests {
         assert!(d.restore_journaled(k(1)));
         assert!(!d.restore_journaled(k(2)), "its answer is in the outbox");
         assert!(!d.restore_journaled(k(3)), "its answer was delivered");
-        d.connected();
+        d.connected(true);
         assert_eq!(d.received(k(1), Some("r")).1, vec![Output::Ack("r")]);
     }
 
     #[test]
     fn a_publish_the_client_refused_is_offered_again_on_the_next_tick() {
         let mut d = sm();
-        d.connected();
+        d.connected(true);
         d.received(k(1), Some("a"));
         assert_eq!(d.stored(k(1), 1), vec![Output::Publish(1)]);
         d.refused(1);
@@ -797,7 +835,7 @@ mod tests {
     #[test]
     fn the_window_bounds_publishes_awaiting_a_puback() {
         let mut d = sm();
-        d.connected();
+        d.connected(true);
         let mut published = Vec::new();
         for i in 1..=4u8 {
             d.received(k(i), Some("h"));
@@ -814,7 +852,7 @@ mod tests {
     fn entries_restored_from_the_outbox_are_published_and_joined_by_redeliveries() {
         let mut d = sm();
         d.restore([(5, k(1))], [k(2)]);
-        let out = d.connected();
+        let out = d.connected(true);
         assert_eq!(out, vec![Output::Publish(5)]);
         hand(&mut d, &out);
         assert_eq!(d.received(k(1), Some("r1")).0, Receipt::Joined);
@@ -826,7 +864,7 @@ mod tests {
     #[test]
     fn a_diagnosis_the_broker_refuses_is_kept_unacked_and_sent_again_after_a_growing_delay() {
         let mut d = sm();
-        d.connected();
+        d.connected(true);
         d.received(k(1), Some("a"));
         let out = d.stored(k(1), 1);
         hand(&mut d, &out);
@@ -861,7 +899,7 @@ mod tests {
     #[test]
     fn the_delay_after_refusals_stops_growing_at_its_cap() {
         let mut d = sm();
-        d.connected();
+        d.connected(true);
         d.received(k(1), Some("a"));
         let mut out = d.stored(k(1), 1);
         let mut delays = Vec::new();
@@ -877,7 +915,7 @@ mod tests {
     #[test]
     fn a_refused_diagnosis_is_sent_again_at_once_on_a_new_connection() {
         let mut d = sm();
-        d.connected();
+        d.connected(true);
         d.received(k(1), Some("a"));
         let out = d.stored(k(1), 1);
         hand(&mut d, &out);
@@ -885,13 +923,13 @@ mod tests {
         d.denied(1, 0);
         d.disconnected(0);
         assert!(d.tick(50).is_empty());
-        assert_eq!(d.connected(), vec![Output::Publish(1)]);
+        assert_eq!(d.connected(true), vec![Output::Publish(1)]);
     }
 
     #[test]
     fn a_refusal_frees_its_place_in_the_window() {
         let mut d = sm();
-        d.connected();
+        d.connected(true);
         let mut out = Vec::new();
         for i in 1..=3u8 {
             d.received(k(i), Some("h"));
@@ -921,8 +959,9 @@ mod tests {
     }
 
     /// For any interleaving of receipts, redeliveries, finished diagnoses,
-    /// client sends and drops, PUBACKs, refusals by a broker whose ACL comes
-    /// and goes, disconnects, reconnects and ticks:
+    /// client sends and drops (reported, or unreported on a reconnect that
+    /// finds no session), PUBACKs, refusals by a broker whose ACL comes and
+    /// goes, disconnects, reconnects and ticks:
     /// no alarm is acknowledged before the broker has its diagnosis, no ack
     /// uses a handle from a lost connection, and once the chaos stops every
     /// accepted alarm is acknowledged.
@@ -1036,9 +1075,19 @@ mod tests {
             }
 
             fn connect(&mut self, rng: &mut impl Rng) {
+                // A broker that lost the session (restarted without
+                // persistence, or expired it) says so in its ConnAck; the
+                // client then drops what it still held for the old session
+                // without reporting it (rumqttc 0.25 clears its pending
+                // requests), and the broker no longer waits for any ack.
+                let session = self.conn == 0 || rng.gen_bool(0.7);
+                if !session {
+                    self.queue.clear();
+                    self.unacked.clear();
+                }
                 self.up = true;
                 self.conn += 1;
-                let out = self.d.connected();
+                let out = self.d.connected(session);
                 self.run(out, rng);
                 // A resumed session redelivers every unacknowledged alarm.
                 for a in self.unacked.clone() {

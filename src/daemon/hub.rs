@@ -10,7 +10,6 @@
 //! acknowledges the burst's alarms and publishes its diagnoses. That is what
 //! takes a storm off the broker faster than the model answers it.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,14 +24,33 @@ use super::mqtt::{self, Inbound};
 use super::outbox::{self, Outbox};
 use super::queue::Offer;
 use super::systemd::Notifier;
-use super::{Done, Shared};
+use super::{FromWorker, Shared};
 use crate::alarm::{self, Alarm, Topics};
+use crate::config::MqttConfig;
 use crate::diagnosis::Diagnosis;
+
+/// What the hub counts of its intake, for the status: written by the hub
+/// alone, so plain numbers.
+#[derive(Debug, Default)]
+struct Intake {
+    /// Alarms that failed the checks, reported on the error topic.
+    rejected: u64,
+    /// Of the error reports, those that found the mqtt client's queue full.
+    error_reports_dropped: u64,
+    /// Redeliveries acknowledged without a new diagnosis.
+    replayed: u64,
+    /// Alarms merged into a queued job for the same equipment and code.
+    merged: u64,
+}
 
 /// The serving loop's state: the delivery machine, the inbox, the outbox
 /// and the MQTT client. Owned by one task, so none of it needs a lock.
 pub(super) struct Hub {
     s: Arc<Shared>,
+    /// The daemon's MQTT settings: topics, the alarm size limit, the broker
+    /// named in the journal.
+    mqtt: MqttConfig,
+    intake: Intake,
     client: AsyncClient,
     topics: Topics,
     notifier: Arc<Notifier>,
@@ -53,6 +71,12 @@ pub(super) struct Hub {
     backlog: std::collections::VecDeque<Vec<(Alarm, Key)>>,
     /// Alarms triaged at once because the inbox was full or failing.
     inbox_refused: u64,
+    /// Alarms whose attempts at the model are counted in the inbox and not
+    /// yet finished: a clean stop takes those attempts back.
+    attempting: std::collections::HashSet<Key>,
+    /// Alarms answered without the model because their handling aborted
+    /// the daemon `inbox::POISON_AFTER` times.
+    poisoned: u64,
     /// Acks the client's queue refused; retried on the next tick.
     unsent_acks: Vec<Publish>,
     /// Connected and the alarm subscription not yet confirmed.
@@ -75,11 +99,8 @@ const TRIAGE_CHUNK: usize = 2;
 /// `TIDEWATCH_FAULT=slow-intake:MS` makes every inbound alarm cost the hub MS
 /// more, as on a board whose cores the model's threads have.
 fn intake_delay() -> Option<Duration> {
-    if !cfg!(feature = "fault-injection") {
-        return None;
-    }
-    let v = std::env::var("TIDEWATCH_FAULT").ok()?;
-    v.strip_prefix("slow-intake:")?
+    crate::fault::spec()?
+        .strip_prefix("slow-intake:")?
         .parse()
         .ok()
         .map(Duration::from_millis)
@@ -88,6 +109,7 @@ fn intake_delay() -> Option<Duration> {
 impl Hub {
     pub(super) fn new(
         s: Arc<Shared>,
+        mqtt: MqttConfig,
         client: AsyncClient,
         outbox: Outbox,
         inbox: Option<Inbox>,
@@ -102,10 +124,12 @@ impl Hub {
             outbox.delivered().copied(),
         );
         let topics = Topics {
-            prefix: s.pipeline.cfg.mqtt.topic_prefix.clone(),
+            prefix: mqtt.topic_prefix.clone(),
         };
         Hub {
             s,
+            mqtt,
+            intake: Intake::default(),
             client,
             topics,
             notifier,
@@ -118,6 +142,8 @@ impl Hub {
             live: None,
             backlog: std::collections::VecDeque::new(),
             inbox_refused: 0,
+            attempting: std::collections::HashSet::new(),
+            poisoned: 0,
             subscribe_pending: false,
             subscribed_ms: 0,
             ready: false,
@@ -149,7 +175,7 @@ impl Hub {
         &mut self,
         mut events: mpsc::UnboundedReceiver<Inbound>,
         mut qos0: mpsc::Receiver<Publish>,
-        mut done: mpsc::UnboundedReceiver<Done>,
+        mut done: mpsc::UnboundedReceiver<FromWorker>,
         cancel: &CancellationToken,
     ) {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -166,9 +192,13 @@ impl Hub {
                     // What is journaled is kept; acks may still go out
                     // while the client says goodbye.
                     self.flush();
+                    self.interrupt_attempts();
                     return;
                 }
-                Some(d) = done.recv() => self.finish(d.alarms, d.diagnosis, d.slot),
+                Some(m) = done.recv() => match m {
+                    FromWorker::Taking { keys, go } => self.taking(&keys, go),
+                    FromWorker::Done(d) => self.finish(d.alarms, d.diagnosis, d.slot),
+                },
                 Some(ev) = events.recv() => self.on_event(ev).await,
                 Some(p) = qos0.recv() => self.intake(p, true).await,
                 _ = tick.tick() => self.on_tick(),
@@ -197,29 +227,35 @@ impl Hub {
 
     /// Alarms the inbox kept across a restart (a crash, a SIGTERM mid-work):
     /// diagnosed again, unless the outbox shows they were answered. Their
-    /// receipts were acknowledged, or will be at once on redelivery.
+    /// receipts were acknowledged, or will be at once on redelivery. One
+    /// whose handling aborted the daemon `POISON_AFTER` times is answered
+    /// without the model (see `poisoned`).
     pub(super) fn replay(&mut self) {
         let Some(inbox) = &self.inbox else {
             return;
         };
         let held: Vec<inbox::Held> = inbox.held().cloned().collect();
+        let in_outbox: std::collections::HashSet<Key> =
+            self.outbox.pending().map(|e| e.key).collect();
         let (mut again, mut answered) = (0usize, Vec::new());
         for h in held {
             if !self.delivery.restore_journaled(h.key) {
-                answered.push(h.key);
+                // Answered: delivered, or in the outbox to deliver. An
+                // outbox entry stands in for its alarm only once it is known
+                // to be on disk; until then the alarm stays held, and leaves
+                // when its diagnosis is delivered.
+                if release_answered(in_outbox.contains(&h.key), self.outbox.settled()) {
+                    answered.push(h.key);
+                }
                 continue;
             }
-            let parsed = alarm::equipment_from_topic(&self.topics.prefix, &h.topic)
-                .map_err(|e| e.to_string())
-                .and_then(|eq| {
-                    alarm::parse(
-                        &h.payload,
-                        Some(eq),
-                        self.s.pipeline.cfg.mqtt.max_alarm_bytes,
-                    )
-                    .map_err(|e| e.to_string())
-                });
-            match parsed {
+            match self.read_alarm(&h.topic, &h.payload) {
+                Ok(a) if h.attempts >= inbox::POISON_AFTER => {
+                    if !self.poisoned(a, &h) {
+                        self.delivery.abandoned(&h.key);
+                        answered.push(h.key);
+                    }
+                }
                 Ok(a) => {
                     again += 1;
                     self.offer(a, h.key, true);
@@ -245,6 +281,87 @@ impl Hub {
                 alarms = again,
                 "alarms kept in the inbox are diagnosed again"
             );
+        }
+    }
+
+    /// A poison alarm: its handling aborted the daemon `POISON_AFTER` times.
+    /// It is answered from the manuals (triage) and never given to the model
+    /// again, and an error report names it. Its triage is counted as one
+    /// more attempt first: if that aborts too, the next start drops it with
+    /// a report and no answer. Returns false when it was dropped.
+    fn poisoned(&mut self, a: Alarm, h: &inbox::Held) -> bool {
+        self.poisoned += 1;
+        let triage = h.attempts == inbox::POISON_AFTER;
+        let reason = if triage {
+            format!("this alarm aborted tidewatch {} times while it was diagnosed; it is answered from the manuals without the model (mode triage) and never given to the model again", h.attempts)
+        } else {
+            format!("this alarm aborted tidewatch {} times, its answer from the manuals included; it is dropped without an answer", h.attempts)
+        };
+        tracing::error!(alarm_id = %a.id, topic = %h.topic, attempts = h.attempts, "poison alarm: {reason}");
+        self.publish_error(serde_json::json!({
+            "topic": h.topic,
+            "alarm_id": a.id,
+            "reason": reason,
+            "bytes": h.payload.len(),
+            "ts": crate::diagnosis::now_rfc3339(),
+        }));
+        if !triage {
+            return false;
+        }
+        if let Some(inbox) = &mut self.inbox {
+            let counted = inbox
+                .attempt(&h.key)
+                .and_then(|_| tokio::task::block_in_place(|| inbox.sync()));
+            if let Err(e) = counted {
+                tracing::warn!(error = %e, "cannot count the poison alarm's triage in the inbox");
+            }
+        }
+        let d = self.s.pipeline.triage(&a);
+        self.finish(vec![(a, h.key)], d, None);
+        true
+    }
+
+    /// A worker is about to hand `keys` to the model: their attempts are
+    /// counted in the inbox and fsync'd before it may (see `FromWorker`).
+    fn taking(&mut self, keys: &[Key], go: tokio::sync::oneshot::Sender<()>) {
+        if let Some(inbox) = &mut self.inbox {
+            let mut counted = false;
+            for k in keys {
+                match inbox.attempt(k) {
+                    Ok(Some(_)) => {
+                        counted = true;
+                        self.attempting.insert(*k);
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot count an attempt in the inbox; an alarm that aborts the daemon may do so again after the restart")
+                    }
+                }
+            }
+            if counted {
+                if let Err(e) = tokio::task::block_in_place(|| inbox.sync()) {
+                    tracing::warn!(error = %e, "cannot fsync the inbox's attempt count; an alarm that aborts the daemon may do so again after the restart");
+                }
+            }
+        }
+        let _ = go.send(());
+    }
+
+    /// On a clean stop: the attempts under way did not abort anything.
+    fn interrupt_attempts(&mut self) {
+        let Some(inbox) = &mut self.inbox else {
+            return;
+        };
+        if self.attempting.is_empty() {
+            return;
+        }
+        let r = self
+            .attempting
+            .drain()
+            .try_for_each(|k| inbox.interrupted(&k).map(drop))
+            .and_then(|()| tokio::task::block_in_place(|| inbox.sync()));
+        if let Err(e) = r {
+            tracing::warn!(error = %e, "cannot take back the attempts a stop interrupted; they count towards a poison alarm");
         }
     }
 
@@ -280,10 +397,16 @@ impl Hub {
                 }
             }
         }
-        tracing::debug!(alarms = unsynced.len(), diagnoses = staged.len(), "flushed");
+        let (alarms, diagnoses) = (unsynced.len(), staged.len());
+        // Receipts acknowledged by this flush: what deploy/bench-intake.sh
+        // counts, journaled alarms and those answered at once alike.
+        let mut acked = 0;
+        let acks =
+            |out: &[Output<Publish>]| out.iter().filter(|o| matches!(o, Output::Ack(_))).count();
         if inbox_ok {
             for key in &unsynced {
                 let out = self.delivery.journaled(key);
+                acked += acks(&out);
                 self.carry_out(out);
             }
         }
@@ -293,11 +416,13 @@ impl Hub {
                 // happens: the alarm is as safe as if journaled (this is
                 // what acks alarms the inbox had no room for).
                 let out = self.delivery.journaled(&key);
+                acked += acks(&out);
                 self.carry_out(out);
             }
             let out = self.delivery.stored(key, seq);
             self.carry_out(out);
         }
+        tracing::debug!(alarms, diagnoses, acked, "flushed");
     }
 
     async fn on_event(&mut self, ev: Inbound) {
@@ -314,7 +439,7 @@ impl Hub {
                 tracing::info!(session_present, "connected to the broker");
                 self.subscribe_pending = true;
                 self.subscribe();
-                let out = self.delivery.connected();
+                let out = self.delivery.connected(session_present);
                 self.carry_out(out);
                 self.publish_status();
             }
@@ -325,7 +450,7 @@ impl Hub {
                 if !self.ready {
                     self.ready = true;
                     self.notifier.ready();
-                    let cfg = &self.s.pipeline.cfg.mqtt;
+                    let cfg = &self.mqtt;
                     tracing::info!(broker = %format!("{}:{}", cfg.host, cfg.port), "tidewatch ready");
                 }
             }
@@ -403,9 +528,19 @@ impl Hub {
                 }
                 Output::Ack(p) => self.ack(p),
                 Output::Delivered(seq) => {
+                    let key = self.outbox.get(seq).map(|e| e.key);
                     let r = tokio::task::block_in_place(|| self.outbox.ack(seq));
                     if let Err(err) = r {
                         tracing::error!(error = %err, "cannot record a delivered diagnosis");
+                    }
+                    // The broker has the answer: its alarm need not be
+                    // replayed. A diagnosis on disk released it at the
+                    // flush already; one kept in memory (the outbox full
+                    // or failing) releases it only now.
+                    if let (Some(key), Some(inbox)) = (key, &mut self.inbox) {
+                        if let Err(e) = inbox.done(&key) {
+                            tracing::warn!(error = %e, "cannot update the inbox; the alarm may be answered again after a restart");
+                        }
                     }
                 }
             }
@@ -442,37 +577,18 @@ impl Hub {
     /// client's queue (`mqtt::CLIENT_QUEUE`) holds a flood's reports; one
     /// that finds it full is counted in `error_reports_dropped`.
     fn reject(&mut self, p: Publish, reason: String, live: bool) {
-        self.s
-            .pipeline
-            .counters
-            .rejected
-            .fetch_add(1, Ordering::Relaxed);
+        self.intake.rejected += 1;
         let topic: String = String::from_utf8_lossy(&p.topic)
             .chars()
             .take(256)
             .collect();
         tracing::warn!(topic = %topic, reason = %reason, bytes = p.payload.len(), "alarm rejected");
-        let err = serde_json::json!({
+        self.publish_error(serde_json::json!({
             "topic": topic,
             "reason": reason,
             "bytes": p.payload.len(),
             "ts": crate::diagnosis::now_rfc3339(),
-        });
-        // Never wait for the client here: the poller may itself be waiting
-        // for the hub to take a QoS 0 alarm, and the report is advisory.
-        if let Err(e) = mqtt::publish_info(
-            &self.client,
-            self.topics.error(),
-            err.to_string().into_bytes(),
-            false,
-        ) {
-            self.s
-                .pipeline
-                .counters
-                .error_reports_dropped
-                .fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(error = %e, "cannot publish error report: the mqtt client queue is full");
-        }
+        }));
         // A reject read on a lost connection is reported again when the
         // broker redelivers it; its handle must not ack on the new one.
         if live {
@@ -480,10 +596,33 @@ impl Hub {
         }
     }
 
+    /// Publishes a report on the error topic. Never waits for the client:
+    /// the poller may itself be waiting for the hub to take a QoS 0 alarm,
+    /// and the report is advisory.
+    fn publish_error(&mut self, report: serde_json::Value) {
+        if let Err(e) = mqtt::publish_info(
+            &self.client,
+            self.topics.error(),
+            report.to_string().into_bytes(),
+            false,
+        ) {
+            self.intake.error_reports_dropped += 1;
+            tracing::warn!(error = %e, "cannot publish error report: the mqtt client queue is full");
+        }
+    }
+
+    /// The alarm a publish on `topic` carries, or why it is not one: the one
+    /// check for what comes in and what the inbox replays.
+    fn read_alarm(&self, topic: &str, payload: &[u8]) -> Result<Alarm, String> {
+        let equipment =
+            alarm::equipment_from_topic(&self.topics.prefix, topic).map_err(|e| e.to_string())?;
+        alarm::parse(payload, Some(equipment), self.mqtt.max_alarm_bytes).map_err(|e| e.to_string())
+    }
+
     /// Takes one alarm. `live`: it came on the connection that is up, so
     /// its receipt can be acknowledged.
     async fn intake(&mut self, p: Publish, live: bool) {
-        crate::crash::injected_panic(crate::crash::Place::Hub);
+        crate::crash::injected_panic(crate::crash::Place::Hub, &p.payload);
         if let Some(d) = self.intake_delay {
             tokio::time::sleep(d).await;
         }
@@ -491,17 +630,9 @@ impl Hub {
         let Ok(topic) = std::str::from_utf8(&p.topic).map(str::to_string) else {
             return self.reject(p, "topic is not UTF-8".into(), live);
         };
-        let equipment = match alarm::equipment_from_topic(&self.topics.prefix, &topic) {
-            Ok(e) => e.to_string(),
-            Err(e) => return self.reject(p, e.to_string(), live),
-        };
-        let a = match alarm::parse(
-            &p.payload,
-            Some(&equipment),
-            self.s.pipeline.cfg.mqtt.max_alarm_bytes,
-        ) {
+        let a = match self.read_alarm(&topic, &p.payload) {
             Ok(a) => a,
-            Err(e) => return self.reject(p, e.to_string(), live),
+            Err(reason) => return self.reject(p, reason, live),
         };
         let key = Key::of(&topic, &p.payload);
         let payload = p.payload.clone();
@@ -546,28 +677,13 @@ impl Hub {
     /// was full) holds a slot of the broker's window until its answer is on
     /// disk, so it is triaged at once.
     fn offer(&mut self, a: Alarm, key: Key, journaled: bool) {
-        let offer = {
-            let mut q = self.s.queue();
-            let o = q.offer(a, key, self.s.now_ms());
-            self.s
-                .pipeline
-                .counters
-                .queue_depth
-                .store(q.len() as u64, Ordering::Relaxed);
-            o
-        };
+        let offer = self.s.queue().offer(a, key, self.s.now_ms());
         if matches!(offer, Offer::Queued | Offer::Merged | Offer::Evicted(_)) {
             self.s.preempt_if_needed();
         }
         match offer {
             Offer::Queued => self.s.work.notify_one(),
-            Offer::Merged => {
-                self.s
-                    .pipeline
-                    .counters
-                    .merged
-                    .fetch_add(1, Ordering::Relaxed);
-            }
+            Offer::Merged => self.intake.merged += 1,
             Offer::Triage(a, k) if journaled => self.backlog.push_back(vec![(a, k)]),
             Offer::Triage(a, k) => {
                 let d = self.s.pipeline.triage(&a);
@@ -580,17 +696,14 @@ impl Hub {
         }
     }
 
-    fn count_replayed(&self) {
-        self.s
-            .pipeline
-            .counters
-            .replayed
-            .fetch_add(1, Ordering::Relaxed);
+    fn count_replayed(&mut self) {
+        self.intake.replayed += 1;
     }
 
     /// Stores a diagnosis for every alarm it answers; delivery publishes it.
     fn finish(&mut self, alarms: Vec<(Alarm, Key)>, d: Diagnosis, slot: Option<usize>) {
         for (a, key) in alarms {
+            self.attempting.remove(&key);
             let mut d = d.clone();
             d.alarm_id = a.id.clone();
             d.equipment = a.equipment.clone();
@@ -649,6 +762,16 @@ impl Hub {
                 self.inbox.as_ref().map_or(0, Inbox::len).into(),
             );
             obj.insert("inbox_refused".into(), self.inbox_refused.into());
+            obj.insert("poisoned".into(), self.poisoned.into());
+            let i = &self.intake;
+            obj.insert("rejected".into(), i.rejected.into());
+            obj.insert(
+                "error_reports_dropped".into(),
+                i.error_reports_dropped.into(),
+            );
+            obj.insert("replayed".into(), i.replayed.into());
+            obj.insert("merged".into(), i.merged.into());
+            obj.insert("queue_depth".into(), self.s.queue().len().into());
             obj.insert("triage_backlog".into(), self.backlog.len().into());
             obj.insert("awaiting_ack".into(), self.delivery.open_alarms().into());
             obj.insert("denied".into(), self.delivery.denied_count().into());
@@ -671,13 +794,22 @@ impl Hub {
     }
 }
 
+/// Whether replay may drop from the inbox an alarm already answered: one
+/// delivered may go; one whose diagnosis waits in the outbox only when what
+/// the outbox read at start is on disk (a crash between a store and its
+/// fsync leaves it in the page cache, and a power cut then would lose both
+/// the alarm and its answer).
+fn release_answered(waiting_in_outbox: bool, outbox_settled: bool) -> bool {
+    !waiting_in_outbox || outbox_settled
+}
+
 /// The one-line form of the status document for `systemctl status`: what an
 /// operator checks first — work waiting, answers by kind (passages answers are
-/// among the diagnosed), restarts, diagnoses not yet acknowledged, and those
+/// among the diagnosed), restarts, poison alarms, diagnoses not yet acknowledged, and those
 /// the broker refused (its ACL, most likely).
 fn status_line(v: &serde_json::Value) -> String {
     format!(
-        "queue {} diagnosed {} (passages {}) degraded {} triage {} restarts {} lost {} inbox {} unacked {} outbox {} denied {}",
+        "queue {} diagnosed {} (passages {}) degraded {} triage {} restarts {} lost {} poisoned {} inbox {} unacked {} outbox {} denied {}",
         v["queue_depth"],
         v["diagnosed"],
         v["passages"],
@@ -685,6 +817,7 @@ fn status_line(v: &serde_json::Value) -> String {
         v["triage"],
         v["slot_restarts"],
         v["slots_lost"],
+        v["poisoned"],
         v["inbox_pending"],
         v["awaiting_ack"],
         v["outbox_pending"],
@@ -697,15 +830,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn replay_keeps_an_alarm_whose_answer_in_the_outbox_may_not_be_on_disk() {
+        assert!(release_answered(false, false), "delivered");
+        assert!(release_answered(true, true), "its answer is on disk");
+        assert!(!release_answered(true, false), "its answer may be lost");
+    }
+
+    #[test]
     fn status_line_shows_passages_answers_and_undelivered_and_refused_diagnoses() {
         let v = serde_json::json!({
             "queue_depth": 2, "diagnosed": 7, "passages": 3, "degraded": 1, "triage": 0,
             "slot_restarts": 1, "slots_lost": 0, "awaiting_ack": 4, "outbox_pending": 5,
-            "inbox_pending": 6, "denied": 2,
+            "inbox_pending": 6, "denied": 2, "poisoned": 1,
         });
         assert_eq!(
             status_line(&v),
-            "queue 2 diagnosed 7 (passages 3) degraded 1 triage 0 restarts 1 lost 0 inbox 6 unacked 4 outbox 5 denied 2"
+            "queue 2 diagnosed 7 (passages 3) degraded 1 triage 0 restarts 1 lost 0 poisoned 1 inbox 6 unacked 4 outbox 5 denied 2"
         );
     }
 }

@@ -7,13 +7,19 @@
 //!
 //! One append-only file, `state_dir/inbox.log`, in the `journal` framing. A
 //! record is an `Alarm` (topic and exact payload, replayed at start) or a
-//! `Done` key (its diagnosis is durable in the outbox). Appends are not
+//! `Done` key (its diagnosis is durable in the outbox), or an `Attempt` key
+//! (the alarm was handed to the model; fsync'd before it is, so that an
+//! alarm whose handling aborts the daemon every time is known at the next
+//! start: see `POISON_AFTER`) or an `Interrupted` one (a clean stop ended that
+//! attempt: it does not count). Appends are not
 //! fsync'd one by one: the caller appends a burst, calls `sync` once (group
 //! commit) and only then acknowledges the burst's alarms. `Done` records are
 //! never fsync'd: the outbox fsync'd the diagnosis first, and a lost `Done`
 //! only means the alarm is looked up in the outbox at the next start. The
-//! file is bounded by `inbox.max_bytes`; when it is full an append is
-//! refused, and the caller answers that alarm at once instead (triage).
+//! file is bounded by `inbox.max_bytes`; when it is full it is rewritten
+//! with the held alarms only if that frees a real share of it
+//! (`journal::worth_compacting`), else the append is refused and the caller
+//! answers that alarm at once instead (triage).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -41,6 +47,12 @@ pub enum InboxError {
     Full { path: PathBuf, size: u64, max: u64 },
 }
 
+/// Attempts after which an alarm is poison: each of them aborted the
+/// daemon (crash-only), so it is answered without the model from then on.
+pub const POISON_AFTER: u32 = 2;
+
+// New variants go last: postcard numbers them in order, and files written
+// before them must still read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 enum Rec {
     Alarm {
@@ -51,6 +63,12 @@ enum Rec {
     Done {
         key: Key,
     },
+    Attempt {
+        key: Key,
+    },
+    Interrupted {
+        key: Key,
+    },
 }
 
 /// An alarm in the inbox, not yet answered.
@@ -59,6 +77,10 @@ pub struct Held {
     pub key: Key,
     pub topic: String,
     pub payload: Vec<u8>,
+    /// Times it was handed to the model (or to triage once poisoned) and
+    /// not finished: each is an abort, since a finished one is done and a
+    /// clean stop takes its attempt back.
+    pub attempts: u32,
 }
 
 /// What opening found.
@@ -82,8 +104,14 @@ struct Book {
     next: u64,
     order: BTreeMap<u64, Key>,
     held: HashMap<Key, (u64, Held, u64)>,
-    /// Bytes of the held alarms' records: what a compaction keeps.
+    /// Bytes of the held alarms' records (and their attempts): what a
+    /// compaction keeps.
     live_bytes: u64,
+}
+
+/// The size of one `Attempt` record, framed.
+fn attempt_bytes() -> u64 {
+    journal::frame(&MARKER, &Rec::Attempt { key: Key([0; 16]) }).len() as u64
 }
 
 impl Book {
@@ -109,6 +137,7 @@ impl Book {
                             key,
                             topic,
                             payload,
+                            attempts: 0,
                         },
                         bytes,
                     ),
@@ -118,6 +147,22 @@ impl Book {
                 if let Some((n, _, b)) = self.held.remove(&key) {
                     self.order.remove(&n);
                     self.live_bytes -= b;
+                }
+            }
+            Rec::Attempt { key } => {
+                if let Some((_, h, b)) = self.held.get_mut(&key) {
+                    h.attempts += 1;
+                    *b += attempt_bytes();
+                    self.live_bytes += attempt_bytes();
+                }
+            }
+            Rec::Interrupted { key } => {
+                if let Some((_, h, b)) = self.held.get_mut(&key) {
+                    if h.attempts > 0 {
+                        h.attempts -= 1;
+                        *b -= attempt_bytes();
+                        self.live_bytes -= attempt_bytes();
+                    }
                 }
             }
         }
@@ -205,7 +250,8 @@ impl Inbox {
         };
         let b = journal::frame(&MARKER, &rec);
         let need = b.len() as u64;
-        if self.size + need > self.max_bytes && self.book.live_bytes + need < self.size {
+        let live = journal::FILE_HEADER as u64 + self.book.live_bytes;
+        if journal::worth_compacting(self.size, live, need, self.max_bytes) {
             self.compact()?;
         }
         if self.size + need > self.max_bytes {
@@ -220,6 +266,36 @@ impl Inbox {
         self.dirty = true;
         self.book.apply(rec, need);
         Ok(())
+    }
+
+    /// Counts an attempt at the alarm (see `Held::attempts`); durable after
+    /// the next `sync`, which must come before the alarm reaches the model.
+    /// Returns the attempts so far, or None for an alarm not held. Not
+    /// bounded by `max_bytes`: a few small records per held alarm, and
+    /// refusing one would hand a poison alarm to the model uncounted.
+    pub fn attempt(&mut self, key: &Key) -> Result<Option<u32>, InboxError> {
+        self.count(Rec::Attempt { key: *key })
+    }
+
+    /// Takes back an attempt a clean stop interrupted: no abort happened.
+    pub fn interrupted(&mut self, key: &Key) -> Result<Option<u32>, InboxError> {
+        self.count(Rec::Interrupted { key: *key })
+    }
+
+    fn count(&mut self, rec: Rec) -> Result<Option<u32>, InboxError> {
+        let (Rec::Attempt { key } | Rec::Interrupted { key }) = &rec else {
+            return Ok(None);
+        };
+        let key = *key;
+        if !self.book.held.contains_key(&key) {
+            return Ok(None);
+        }
+        let b = journal::frame(&MARKER, &rec);
+        self.file.write_all(&b).map_err(self.io())?;
+        self.size += b.len() as u64;
+        self.dirty = true;
+        self.book.apply(rec, 0);
+        Ok(self.book.held.get(&key).map(|(_, h, _)| h.attempts))
     }
 
     /// Makes every alarm appended so far durable (one fsync for the burst).
@@ -262,6 +338,9 @@ impl Inbox {
                     payload: h.payload.clone(),
                 },
             ));
+            for _ in 0..h.attempts {
+                out.extend_from_slice(&journal::frame(&MARKER, &Rec::Attempt { key: h.key }));
+            }
         }
         durable::write_atomic(&self.path, &out, Access::Private).map_err(self.io())?;
         self.file = journal::open_rw(&self.path).map_err(self.io())?;
@@ -382,6 +461,35 @@ mod tests {
     }
 
     #[test]
+    fn a_full_inbox_does_not_rewrite_itself_for_every_alarm_answered() {
+        let d = tempfile::tempdir().unwrap();
+        let max = 8192;
+        let (mut ib, _) = Inbox::open(d.path(), max).unwrap();
+        let mut n = 0u8;
+        while ib.append(k(n), "t/alarm/E", &[b'x'; 40]).is_ok() {
+            n += 1;
+        }
+        let ino = || {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(d.path().join("inbox.log")).unwrap().ino()
+        };
+        // A storm goes on while the oldest alarms are answered one by one.
+        let (mut rewrites, mut before) = (0, ino());
+        for i in 0..20u8 {
+            ib.done(&k(i)).unwrap();
+            let _ = ib.append(k(100 + i), "t/alarm/E", &[b'x'; 40]);
+            if ino() != before {
+                rewrites += 1;
+                before = ino();
+            }
+        }
+        assert!(
+            rewrites <= 2,
+            "{rewrites} rewrites of a {max}-byte inbox for 20 alarms answered"
+        );
+    }
+
+    #[test]
     fn a_torn_tail_is_cut_and_damage_mid_file_costs_one_alarm() {
         let d = tempfile::tempdir().unwrap();
         let (mut ib, _) = Inbox::open(d.path(), 1 << 20).unwrap();
@@ -399,6 +507,30 @@ mod tests {
         let (ib, r) = Inbox::open(d.path(), 1 << 20).unwrap();
         assert!(r.torn_bytes > 0 && r.damaged_bytes > 0, "{r:?}");
         assert_eq!(keys(&ib), vec![k(2), k(3)]);
+    }
+
+    #[test]
+    fn attempts_survive_restarts_and_compaction_and_a_clean_stop_takes_one_back() {
+        let d = tempfile::tempdir().unwrap();
+        let (mut ib, _) = Inbox::open(d.path(), 1 << 20).unwrap();
+        hold(&mut ib, 1);
+        hold(&mut ib, 2);
+        assert_eq!(ib.attempt(&k(1)).unwrap(), Some(1));
+        assert_eq!(ib.attempt(&k(9)).unwrap(), None, "not held");
+        ib.sync().unwrap();
+        drop(ib);
+        // Opening compacts: the count is written again with the alarm.
+        let (mut ib, _) = Inbox::open(d.path(), 1 << 20).unwrap();
+        assert_eq!(ib.attempt(&k(1)).unwrap(), Some(2));
+        assert_eq!(ib.attempt(&k(2)).unwrap(), Some(1));
+        assert_eq!(ib.interrupted(&k(2)).unwrap(), Some(0));
+        ib.sync().unwrap();
+        drop(ib);
+        let (ib, _) = Inbox::open(d.path(), 1 << 20).unwrap();
+        let attempts: Vec<(Key, u32)> = ib.held().map(|h| (h.key, h.attempts)).collect();
+        assert_eq!(attempts, vec![(k(1), POISON_AFTER), (k(2), 0)]);
+        // A compaction keeps exactly what the held alarms need.
+        assert_eq!(ib.book.live_bytes, ib.size() - journal::FILE_HEADER as u64);
     }
 
     #[test]

@@ -105,6 +105,20 @@ pub fn parse<T: DeserializeOwned>(marker: &[u8; 4], bytes: &[u8], start: usize) 
     }
 }
 
+/// The share of its bound (1/N) a compaction must free to be worth it.
+const COMPACT_SHARE: u64 = 4;
+
+/// Whether to rewrite a journal of `size` bytes, `live` of which a rewrite
+/// keeps, for an append of `need` bytes that would take it past `max`: only
+/// when that frees a real share of the bound (and room for the append).
+/// Freeing less would rewrite the whole file again a few appends later: a
+/// full journal would rewrite itself on nearly every write, megabytes of
+/// flash per alarm, in the task that takes alarms in.
+pub fn worth_compacting(size: u64, live: u64, need: u64, max: u64) -> bool {
+    let freed = size.saturating_sub(live);
+    size + need > max && freed >= need.max(max / COMPACT_SHARE)
+}
+
 /// Opens (creating, 0600: alarms and diagnoses are the vessel's business)
 /// a journal file for reading and appending.
 pub fn open_rw(path: &Path) -> std::io::Result<File> {
@@ -152,6 +166,19 @@ mod tests {
         assert_eq!(p.records, vec![R(1, "a".into())]);
         assert_eq!(p.end, FILE_HEADER + frame(&M, &R(1, "a".into())).len());
         assert_eq!(p.damaged, 0);
+    }
+
+    #[test]
+    fn a_journal_is_compacted_only_when_that_frees_a_real_share_of_it() {
+        let max = 1000;
+        assert!(!worth_compacting(500, 100, 50, max), "not full");
+        assert!(!worth_compacting(990, 900, 50, max), "frees 90 of 1000");
+        assert!(worth_compacting(990, 740, 50, max), "frees a quarter");
+        assert!(
+            !worth_compacting(990, 740, 300, max),
+            "frees less than the append needs"
+        );
+        assert!(worth_compacting(1000, 8, 50, max), "all dead");
     }
 
     #[test]

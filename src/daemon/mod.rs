@@ -10,9 +10,11 @@
 //!
 //! Each long-lived task is an async fn taking a `CancellationToken`; only
 //! `main` listens for signals, and asks for an index reload through a
-//! `Notify` (see `reload`). On cancel, unfinished alarms are left
-//! unacknowledged so the broker redelivers them to the next start, and the
-//! slot threads are cancelled and joined before exit.
+//! `Notify` (see `reload`). An alarm is acknowledged once it is journaled
+//! in the inbox (or, when the inbox cannot take it, once its diagnosis is on
+//! disk). On cancel, unfinished alarms stay in the inbox for the next start
+//! (those it could not take stay unacknowledged, and the broker redelivers
+//! them), and the slot threads are cancelled and joined before exit.
 //!
 //! Only `main` enters the daemon: the one-shot commands and the
 //! measurements load the same components through `load`.
@@ -150,6 +152,19 @@ struct Done {
     slot: Option<usize>,
 }
 
+/// What a worker tells the hub.
+enum FromWorker {
+    /// These alarms are about to go to the model: the hub counts the
+    /// attempt in the inbox, fsync'd, and only then answers on `go`, so an
+    /// alarm that aborts the daemon is known as such after the restart.
+    Taking {
+        keys: Vec<Key>,
+        go: tokio::sync::oneshot::Sender<()>,
+    },
+    /// Boxed: a diagnosis is large, and most messages are diagnoses anyway.
+    Done(Box<Done>),
+}
+
 /// Runs the daemon until `cancel` fires; each `reload` notification reopens
 /// the index.
 pub async fn run(
@@ -206,8 +221,11 @@ pub async fn run(
         &shared,
         slots,
         done_tx,
-        &notifier,
-        &mqtt_turned,
+        Liveness {
+            notifier: &notifier,
+            turned: &mqtt_turned,
+            keep_alive: cfg.mqtt.keep_alive,
+        },
         &cancel,
     );
     tracker.spawn(reload::run(
@@ -219,7 +237,14 @@ pub async fn run(
         reload,
         cancel.clone(),
     ));
-    let mut hub = Hub::new(shared, client, outbox, inbox, notifier.clone());
+    let mut hub = Hub::new(
+        shared,
+        cfg.mqtt.clone(),
+        client,
+        outbox,
+        inbox,
+        notifier.clone(),
+    );
     hub.replay();
     hub.serve(events, qos0, done_rx, &cancel).await;
     shutdown(hub, tracker, workers, poller, hard).await;
@@ -310,6 +335,9 @@ struct Poller {
     /// Its own token, not the daemon's cancel: it must outlive the cancel
     /// until the offline status and the DISCONNECT are on the wire.
     stop: CancellationToken,
+    /// Cancelled before shutdown queues its DISCONNECT: only that one ends
+    /// the poller (rumqttc reports another on a broker's protocol error).
+    leaving: CancellationToken,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -328,6 +356,7 @@ fn connect(
     let (events_tx, events) = mpsc::unbounded_channel();
     let (qos0_tx, qos0) = mpsc::channel(1024);
     let stop = CancellationToken::new();
+    let leaving = CancellationToken::new();
     let task = tracker.spawn(mqtt::run_poller(
         eventloop,
         PollerTx {
@@ -337,8 +366,26 @@ fn connect(
         turned.clone(),
         shared.epoch,
         stop.clone(),
+        leaving.clone(),
     ));
-    (events, qos0, Poller { stop, task })
+    (
+        events,
+        qos0,
+        Poller {
+            stop,
+            leaving,
+            task,
+        },
+    )
+}
+
+/// What the systemd watchdog judges the process alive by.
+struct Liveness<'a> {
+    notifier: &'a Arc<Notifier>,
+    /// When the MQTT poller last turned (see `mqtt::run_poller`).
+    turned: &'a Arc<AtomicU64>,
+    /// The MQTT keepalive: a poller quiet for three of them is stuck.
+    keep_alive: Duration,
 }
 
 /// Starts one worker per slot and the systemd watchdog. Workers hand their
@@ -347,11 +394,15 @@ fn spawn(
     tracker: &TaskTracker,
     shared: &Arc<Shared>,
     slots: Vec<Slot>,
-    done: mpsc::UnboundedSender<Done>,
-    notifier: &Arc<Notifier>,
-    turned: &Arc<AtomicU64>,
+    done: mpsc::UnboundedSender<FromWorker>,
+    live: Liveness<'_>,
     cancel: &CancellationToken,
 ) -> Vec<tokio::task::JoinHandle<Slot>> {
+    let Liveness {
+        notifier,
+        turned,
+        keep_alive,
+    } = live;
     let workers = slots
         .into_iter()
         .map(|slot| {
@@ -365,7 +416,6 @@ fn spawn(
         .collect();
     let s = shared.clone();
     let turned = turned.clone();
-    let keep_alive = shared.pipeline.cfg.mqtt.keep_alive;
     let healthy = move || {
         let limit = (keep_alive * 3).max(Duration::from_secs(30));
         crate::watchdog::process_alive(
@@ -395,6 +445,7 @@ async fn shutdown(
     // The poller writes the offline status and the DISCONNECT, in order, and
     // ends on the DISCONNECT; without a connection there is nothing to wait
     // for.
+    poller.leaving.cancel();
     if hub.sign_off() {
         match tokio::time::timeout(DISCONNECT_WAIT, &mut poller.task).await {
             Ok(_) => tracing::info!("offline status published; disconnected from the broker"),

@@ -212,15 +212,18 @@ pub fn connect_hint(error: &str) -> Option<&'static str> {
 enum Read {
     Tell(Inbound),
     Qos0(Publish),
-    /// The DISCONNECT that shutdown queued is on the wire: the poller's work
-    /// is done.
+    /// rumqttc reports a DISCONNECT: the one shutdown queued, now on the
+    /// wire (the poller's work is done), or its answer to a packet from the
+    /// broker that breaks the protocol (a PUBLISH with an empty topic and an
+    /// unknown topic alias), which it reports without sending: the poller
+    /// tells them apart by whether the daemon is leaving.
     Disconnected,
     Nothing,
 }
 
 fn read(ev: Event, epoch: u64) -> Read {
-    if matches!(ev, Event::Incoming(Packet::Publish(_))) {
-        crate::crash::injected_panic(crate::crash::Place::Poller);
+    if let Event::Incoming(Packet::Publish(p)) = &ev {
+        crate::crash::injected_panic(crate::crash::Place::Poller, &p.payload);
     }
     match ev {
         Event::Incoming(Packet::Publish(p)) if p.qos == QoS::AtMostOnce => Read::Qos0(p),
@@ -246,10 +249,10 @@ fn read(ev: Event, epoch: u64) -> Read {
     }
 }
 
-/// Passes one event on. Returns false when the poller should end: stopped,
-/// or its DISCONNECT written. A daemon that no longer listens (the serving
-/// loop ends before shutdown queues the DISCONNECT) does not end it: what
-/// arrives then is left to the broker, which redelivers it.
+/// Passes one event on. Returns false when the poller should end: stopped.
+/// A daemon that no longer listens (the serving loop ends before shutdown
+/// queues the DISCONNECT) does not end it: what arrives then is left to the
+/// broker, which redelivers it. A DISCONNECT is the caller's to judge.
 async fn forward(r: Read, tx: &PollerTx, stop: &CancellationToken) -> bool {
     match r {
         Read::Tell(m) => {
@@ -263,24 +266,26 @@ async fn forward(r: Read, tx: &PollerTx, stop: &CancellationToken) -> bool {
             _ = stop.cancelled() => false,
             _ = tx.qos0.send(p) => true,
         },
-        Read::Disconnected => false,
-        Read::Nothing => true,
+        Read::Disconnected | Read::Nothing => true,
     }
 }
 
 /// Owns `eventloop.poll()`. `turned` is stamped (ms since `epoch`) after every
 /// poll so the systemd watchdog can tell a stuck loop from a quiet one.
 ///
-/// It ends once it has written a DISCONNECT, or on `stop`. Not on the
-/// daemon's cancel: the offline status and the DISCONNECT that shutdown
-/// queues are written by this loop, and a connection closed without them
-/// makes the broker publish the last will instead.
+/// It ends once it has written the DISCONNECT of a daemon that is
+/// `leaving`, or on `stop`. Not on the daemon's cancel: the offline status
+/// and the DISCONNECT that shutdown queues are written by this loop, and a
+/// connection closed without them makes the broker publish the last will
+/// instead. A DISCONNECT while not leaving is rumqttc's answer to a broker
+/// that broke the protocol: the connection is dropped and made again.
 pub async fn run_poller(
     mut eventloop: EventLoop,
     tx: PollerTx,
     turned: Arc<AtomicU64>,
     epoch: std::time::Instant,
     stop: CancellationToken,
+    leaving: CancellationToken,
 ) {
     let mut failures = 0u32;
     // "lost" only for a session that was up; a broker that never accepted us
@@ -305,19 +310,27 @@ pub async fn run_poller(
                 let _ = tx.events.send(m);
                 continue;
             }
-            Ok(ev) => {
-                if !forward(read(ev, conn), &tx, &stop).await {
-                    return;
+            Ok(ev) => match read(ev, conn) {
+                Read::Disconnected if leaving.is_cancelled() => return,
+                Read::Disconnected => PROTOCOL_BROKEN.to_string(),
+                r => {
+                    if !forward(r, &tx, &stop).await {
+                        return;
+                    }
+                    continue;
                 }
-                continue;
-            }
-            Err(e) => e,
+            },
+            Err(e) => e.to_string(),
         };
         // What rumqttc read before the error is still buffered and would be
         // handed out after the reconnect as if it came on the new
         // connection: pass it on now, under the connection it came on.
         for ev in std::mem::take(&mut eventloop.state.events) {
-            if !forward(read(ev, conn), &tx, &stop).await {
+            let r = read(ev, conn);
+            if matches!(r, Read::Disconnected) && leaving.is_cancelled() {
+                return;
+            }
+            if !forward(r, &tx, &stop).await {
                 return;
             }
         }
@@ -330,20 +343,25 @@ pub async fn run_poller(
         if std::mem::take(&mut connected) {
             tracing::warn!(error = %e, retry_in_ms, "mqtt connection lost");
         } else {
-            let text = e.to_string();
-            let hint = connect_hint(&text).unwrap_or("");
-            tracing::warn!(error = %text, retry_in_ms, hint, "mqtt cannot connect");
+            let hint = connect_hint(&e).unwrap_or("");
+            tracing::warn!(error = %e, retry_in_ms, hint, "mqtt cannot connect");
         }
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = async { tokio::join!(tokio::time::sleep(d), hub_saw_it) } => {}
         }
         // Acks the hub queued before it saw the loss: `clean` drops queued
-        // PUBACKs and keeps every other request for the next connection.
+        // PUBACKs and keeps every other request for the next connection,
+        // which sends them if the broker kept the session and silently
+        // clears them if not (`delivery::Delivery::connected` counts those).
         eventloop.clean();
         turned.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
 }
+
+/// Why the poller drops a connection on which rumqttc reported a DISCONNECT
+/// the daemon did not ask for.
+const PROTOCOL_BROKEN: &str = "the broker broke the MQTT protocol (rumqttc answered one of its packets, such as a PUBLISH with an empty topic and an unknown topic alias, with a protocol-error DISCONNECT); the connection is dropped and made again";
 
 /// Drops rumqttc's in-memory session after a connection error: publishes it
 /// would resend and requests still queued. The daemon's delivery state

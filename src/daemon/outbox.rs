@@ -11,7 +11,8 @@
 //! is skipped by scanning for the next marker: one damaged record mid-file
 //! loses that record only; damage with nothing valid after it is a torn tail
 //! (power lost mid-write) and is cut off. The file is compacted when it would
-//! outgrow `outbox.max_bytes` and whenever nothing is undelivered; delivered
+//! outgrow `outbox.max_bytes` and that frees a real share of it
+//! (`journal::worth_compacting`), and whenever nothing is undelivered; delivered
 //! answers never take the room new diagnoses need (at most a quarter of it).
 //!
 //! A bad disk (full, read-only, failing) never makes the outbox fail to open
@@ -107,6 +108,8 @@ pub struct Entry {
     pub payload: Vec<u8>,
     /// On disk; false when the outbox was full or could not be written.
     pub durable: bool,
+    /// Its record's size, framed: what a compaction keeps of it.
+    pub bytes: u64,
 }
 
 impl Entry {
@@ -178,6 +181,10 @@ impl Book {
     }
 
     fn apply(&mut self, r: Rec) {
+        let bytes = match &r {
+            Rec::Entry { .. } => frame(&r).len() as u64,
+            _ => 0,
+        };
         match r {
             Rec::Put {
                 seq,
@@ -213,6 +220,7 @@ impl Book {
                         topic,
                         payload,
                         durable: true,
+                        bytes,
                     },
                 );
             }
@@ -240,6 +248,18 @@ impl Book {
         let s = self.next_seq.max(1);
         self.next_seq = s + 1;
         s
+    }
+
+    /// The size of the file `compacted` would write.
+    fn compacted_bytes(&self) -> u64 {
+        let one = frame(&Rec::Answered { key: Key([0; 16]) }).len() as u64;
+        let pending: u64 = self
+            .pending
+            .values()
+            .filter(|e| e.durable)
+            .map(|e| e.bytes)
+            .sum();
+        FILE_HEADER as u64 + one * self.delivered_order.len() as u64 + pending
     }
 
     /// What a compacted file holds: the delivered keys (small), then the
@@ -275,6 +295,9 @@ pub struct Outbox {
     /// The file at `path` could not be read in full. It is never replaced,
     /// so records that could not be read stay there for the operator.
     unread: bool,
+    /// What opening read is known to be on disk (fsync'd or rewritten at
+    /// open): only then may it stand in for the alarms it answers.
+    settled: bool,
     size: u64,
     max_bytes: u64,
     book: Book,
@@ -317,6 +340,14 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
     tests::DIR_SYNCS.with(|s| s.borrow_mut().push(dir.to_path_buf()));
     fault(Step::DirSync)?;
     crate::durable::sync_dir(dir)
+}
+
+/// Fsyncs the outbox file's data (a failure counts as a failed write).
+fn sync_file(f: &File) -> std::io::Result<()> {
+    #[cfg(test)]
+    tests::FILE_SYNCS.with(|n| *n.borrow_mut() += 1);
+    fault(Step::Write)?;
+    f.sync_data()
 }
 
 /// The disk operations a unit test can make fail, as a failing disk would
@@ -364,6 +395,7 @@ impl Outbox {
             unsynced_rename: false,
             unsynced_entries: false,
             unread: false,
+            settled: false,
             size: 0,
             max_bytes,
             book: Book::new(remembered),
@@ -388,10 +420,28 @@ impl Outbox {
         report.pending = ob.book.pending.len();
         if rewrite || ob.file.is_none() {
             match ob.compact() {
-                Ok(()) => report.not_writable = None,
+                // The rewrite is fsync'd, and so is its rename.
+                Ok(()) => {
+                    report.not_writable = None;
+                    ob.settled = true;
+                }
                 Err(err) if ob.writable() => report.not_rewritten = Some(err),
                 Err(err) => {
                     report.not_writable.get_or_insert(err);
+                }
+            }
+        }
+        if !ob.settled {
+            if let Some(f) = ob.file.as_ref() {
+                // A crash between `put` and the flush leaves entries in the
+                // page cache only; replay must not drop their alarms from
+                // the inbox on the strength of them until they are on disk.
+                match sync_file(f) {
+                    Ok(()) => ob.settled = true,
+                    Err(source) => {
+                        ob.file = None;
+                        report.not_writable = Some(ob.io(source));
+                    }
                 }
             }
         }
@@ -562,8 +612,11 @@ impl Outbox {
             topic: topic.to_string(),
             payload: payload.to_vec(),
             durable: false,
+            bytes: 0,
         };
-        let not_durable = self.store(&e.record()).err();
+        let rec = e.record();
+        e.bytes = frame(&rec).len() as u64;
+        let not_durable = self.store(&rec).err();
         e.durable = not_durable.is_none();
         let seq = e.seq;
         self.book.pending.insert(seq, e);
@@ -575,7 +628,11 @@ impl Outbox {
     fn store(&mut self, rec: &Rec) -> Result<(), OutboxError> {
         self.forget_a_file_not_at_the_path();
         let need = frame(rec).len() as u64;
-        if self.file.is_none() || self.size + need > self.max_bytes {
+        // A rewrite that frees little would be done again at the next store:
+        // a long ACL denial filling the outbox cost a whole rewrite per
+        // diagnosis, and still ended in `Full`.
+        let live = self.book.compacted_bytes();
+        if self.file.is_none() || journal::worth_compacting(self.size, live, need, self.max_bytes) {
             self.compact()?;
         }
         if self.size + need > self.max_bytes {
@@ -616,7 +673,7 @@ impl Outbox {
         self.forget_a_file_not_at_the_path();
         match self.file.as_mut() {
             Some(f) => {
-                if let Err(source) = fault(Step::Write).and_then(|()| f.sync_data()) {
+                if let Err(source) = sync_file(f) {
                     // As after a failed write: what reached the disk is
                     // unknown, and a second fsync may lie.
                     self.file = None;
@@ -717,6 +774,12 @@ impl Outbox {
         Ok(())
     }
 
+    /// Whether the entries read at open are on disk (see `settled`): until
+    /// then an alarm they answer stays in the inbox until delivered.
+    pub fn settled(&self) -> bool {
+        self.settled
+    }
+
     /// False while new diagnoses cannot go to disk for a reason other than
     /// the bound (the disk is read-only, full or failing); each store tries
     /// again.
@@ -790,6 +853,7 @@ mod tests {
 
     thread_local! {
         pub(super) static DIR_SYNCS: RefCell<Vec<PathBuf>> = const { RefCell::new(Vec::new()) };
+        pub(super) static FILE_SYNCS: RefCell<u32> = const { RefCell::new(0) };
         /// Disk operations that fail on this thread, and how (see `fault`).
         pub(super) static FAIL: RefCell<std::collections::HashMap<Step, nix::errno::Errno>> =
             RefCell::new(std::collections::HashMap::new());
@@ -977,6 +1041,45 @@ mod tests {
         drop(ob);
         let (ob, _) = open(d.path(), 4096);
         assert_eq!(pending_ids(&ob), vec!["a1", "a2"]);
+    }
+
+    #[test]
+    fn what_opening_read_is_fsynced_before_replay_trusts_it() {
+        // Entries written by a process that crashed before its flush: in
+        // the page cache, not necessarily on the disk.
+        let d = tempfile::tempdir().unwrap();
+        three_entries(d.path());
+        FILE_SYNCS.with(|n| *n.borrow_mut() = 0);
+        let (ob, _) = open(d.path(), 1 << 20);
+        assert!(
+            FILE_SYNCS.with(|n| *n.borrow()) >= 1,
+            "the outbox was read and trusted without an fsync"
+        );
+        assert_eq!(pending_ids(&ob), vec!["a1", "a2", "a3"]);
+        assert!(ob.settled());
+        drop(ob);
+        // An fsync that fails leaves them unsettled, and still delivered.
+        fail(Step::Write);
+        let (ob, r) = open(d.path(), 1 << 20);
+        heal();
+        assert!(!ob.settled(), "{r:?}");
+        assert_eq!(pending_ids(&ob), vec!["a1", "a2", "a3"]);
+    }
+
+    #[test]
+    fn a_full_outbox_with_nothing_to_free_is_not_rewritten_for_every_store() {
+        let d = tempfile::tempdir().unwrap();
+        let (mut ob, _) = open(d.path(), 4096);
+        let big = vec![b'x'; 1500];
+        put(&mut ob, 1, &big);
+        put(&mut ob, 2, &big);
+        DIR_SYNCS.with(|s| s.borrow_mut().clear());
+        for i in 3..8 {
+            let s = ob.put(key(i), "a", "t/diagnosis/X", &big);
+            assert!(matches!(s.not_durable, Some(OutboxError::Full { .. })));
+        }
+        let rewrites = DIR_SYNCS.with(|s| s.borrow().len());
+        assert_eq!(rewrites, 0, "a full outbox rewrote itself for nothing");
     }
 
     #[test]

@@ -2,7 +2,6 @@
 //! diagnoses it on its slot and hands the diagnosis to the hub; on cancel it
 //! hands its slot back, so shutdown can join the slot's thread.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,26 +9,18 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::queue::{Job, Running};
-use super::{Busy, Done, Key, Shared};
+use super::{Busy, Done, FromWorker, Key, Shared};
 use crate::llm::Slot;
 
 /// Diagnoses jobs until `cancel` fires, then returns its slot.
 pub(super) async fn run(
     s: Arc<Shared>,
     mut slot: Slot,
-    done: mpsc::UnboundedSender<Done>,
+    done: mpsc::UnboundedSender<FromWorker>,
     cancel: CancellationToken,
 ) -> Slot {
     loop {
-        let job = {
-            let mut q = s.queue();
-            let j = q.pop();
-            s.pipeline
-                .counters
-                .queue_depth
-                .store(q.len() as u64, Ordering::Relaxed);
-            j
-        };
+        let job = s.queue().pop();
         let Some(job) = job else {
             tokio::select! {
                 _ = cancel.cancelled() => return slot,
@@ -39,7 +30,22 @@ pub(super) async fn run(
             }
             continue;
         };
-        crate::crash::injected_panic(crate::crash::Place::Worker);
+        // The attempt is on disk before the model sees the alarm. A job
+        // pre-empted before runs on as the same attempt: counting it again
+        // would call a power cut after a pre-emption a poison alarm.
+        if !job.preempted {
+            let (go, went) = tokio::sync::oneshot::channel();
+            let keys = job.alarms.iter().map(|(_, k)| *k).collect();
+            if done.send(FromWorker::Taking { keys, go }).is_err() {
+                return slot;
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => return slot,
+                r = went => if r.is_err() { return slot },
+            }
+        }
+        let text = job.primary().message.as_deref().unwrap_or_default();
+        crate::crash::injected_panic(crate::crash::Place::Worker, text.as_bytes());
         tracing::info!(
             alarm_id = %job.primary().id,
             equipment = %job.primary().equipment,
@@ -50,7 +56,8 @@ pub(super) async fn run(
         );
         set_running(&s, &slot, Some(&job));
         let d = tokio::select! {
-            // Dropping the job leaves its alarms unacknowledged; `stop`
+            // Dropping the job leaves its alarms in the inbox (or, those it
+            // could not take, unacknowledged) for the next start; `stop`
             // cancels the generation still running on the slot thread.
             _ = cancel.cancelled() => return slot,
             d = s.pipeline.diagnose_preemptible(&mut slot, job.primary()) => d,
@@ -65,19 +72,19 @@ pub(super) async fn run(
             let evicted = s.queue().requeue(job);
             if let Some(j) = evicted {
                 let d = s.pipeline.triage(j.primary());
-                let _ = done.send(Done {
+                let _ = done.send(FromWorker::Done(Box::new(Done {
                     alarms: j.alarms,
                     diagnosis: d,
                     slot: None,
-                });
+                })));
             }
             continue;
         };
-        let _ = done.send(Done {
+        let _ = done.send(FromWorker::Done(Box::new(Done {
             alarms: job.alarms,
             diagnosis: d,
             slot: Some(slot.id),
-        });
+        })));
     }
 }
 

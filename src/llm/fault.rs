@@ -21,10 +21,10 @@ enum Fault {
 static FIRED: AtomicBool = AtomicBool::new(false);
 
 fn active() -> Fault {
-    if !cfg!(feature = "fault-injection") || FIRED.load(Ordering::SeqCst) {
+    if FIRED.load(Ordering::SeqCst) {
         return Fault::None;
     }
-    match std::env::var("TIDEWATCH_FAULT").ok().as_deref() {
+    match crate::fault::spec() {
         Some("native-stall") => Fault::NativeStall,
         Some(s) if s.starts_with("slow-decode:") => s
             .strip_prefix("slow-decode:")

@@ -76,6 +76,18 @@ impl Daemon {
         false
     }
 
+    /// Panics unless the daemon still runs and has logged no panic: a test
+    /// that ends with this proves the daemon took what it was given.
+    pub fn assert_alive(&mut self) {
+        let exited = self.child.try_wait().ok().flatten();
+        let log = self.log();
+        assert!(exited.is_none(), "the daemon exited ({exited:?}):\n{log}");
+        assert!(
+            !log.contains(tidewatch::crash::PANIC_REPORT),
+            "the daemon panicked:\n{log}"
+        );
+    }
+
     pub fn signal(&self, sig: nix::sys::signal::Signal) {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), sig);
     }

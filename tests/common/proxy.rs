@@ -261,3 +261,77 @@ fn cork(w: &tokio::net::tcp::OwnedWriteHalf, on: bool) {
     };
     assert_eq!(r, 0, "setsockopt TCP_CORK");
 }
+
+/// A proxy that passes everything through and writes, on demand, packets
+/// of the test's own to the client on the connection that is up: what a
+/// broker that breaks the protocol would send.
+pub struct Injector {
+    pub port: u16,
+    current: Arc<Mutex<Option<tokio::sync::mpsc::UnboundedSender<Vec<u8>>>>>,
+}
+
+impl Injector {
+    pub async fn start(broker_port: u16) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let current = Arc::new(Mutex::new(None));
+        let cur = current.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(broker) = TcpStream::connect(("127.0.0.1", broker_port)).await else {
+                    continue;
+                };
+                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+                *cur.lock().unwrap() = Some(tx);
+                let (cr, mut cw) = client.into_split();
+                let (mut br, bw) = broker.into_split();
+                tokio::spawn(pump(cr, bw, |_| true));
+                // Broker → client, with the injected packets between whole
+                // ones.
+                tokio::spawn(async move {
+                    let mut buf: Vec<u8> = Vec::new();
+                    let mut chunk = [0u8; 16 * 1024];
+                    loop {
+                        while let Some(len) = packet_len(&buf) {
+                            let p: Vec<u8> = buf.drain(..len).collect();
+                            if cw.write_all(&p).await.is_err() {
+                                return;
+                            }
+                        }
+                        tokio::select! {
+                            r = br.read(&mut chunk) => match r {
+                                Ok(0) | Err(_) => {
+                                    let _ = cw.shutdown().await;
+                                    return;
+                                }
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            },
+                            Some(p) = rx.recv() => {
+                                if cw.write_all(&p).await.is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        Injector { port, current }
+    }
+
+    /// Writes `packet` to the client on the connection that is up.
+    pub fn inject(&self, packet: &[u8]) {
+        let g = self.current.lock().unwrap();
+        let tx = g.as_ref().expect("no connection through the proxy yet");
+        tx.send(packet.to_vec()).expect("the connection is gone");
+    }
+}
+
+/// An MQTT 5 QoS 0 PUBLISH with an empty topic and topic alias 7, which
+/// was never set on the connection: a protocol error (MQTT 5, 3.3.2.3.4).
+pub const PUBLISH_WITH_UNKNOWN_ALIAS: [u8; 9] = [
+    0x30, 0x07, // PUBLISH, QoS 0; 7 bytes follow
+    0x00, 0x00, // topic name: empty
+    0x03, 0x23, 0x00, 0x07, // properties (3 bytes): topic alias 7
+    b'x', // payload
+];
