@@ -264,7 +264,7 @@ fn default_answer() -> String {
     "chosen".into()
 }
 
-/// Set by measurement (README, "Chosen answers, measured"): under the
+/// Set by measurement (docs/measurements.md, "Chosen answers, measured"): under the
 /// 15-word instruction the stand-in's summaries run 24 tokens p50; the cap
 /// stops the long ones, and a cap of 24 cut most and named fewer causes.
 fn default_summary_tokens() -> u32 {
@@ -278,7 +278,7 @@ fn default_summary() -> String {
     "last".into()
 }
 
-/// Set by measurement (README, "Chosen answers, measured"): on the 118 eval
+/// Set by measurement (docs/measurements.md, "Chosen answers, measured"): on the 118 eval
 /// alarms with the stand-in, heads of 1 token (or up to the branch point)
 /// chose causes as well as heads of 2 (recall 0.982 vs 0.985, accuracy 1.0)
 /// and fed 21 tokens per answer instead of 27 (heads of 6 fed 57 on 24).
