@@ -38,7 +38,7 @@ pub enum Command {
         #[arg(long, short)]
         alarm: PathBuf,
     },
-    /// Build or inspect the retrieval index
+    /// Build the retrieval index from manuals, or check manuals without building
     Index {
         #[command(subcommand)]
         command: IndexCommand,
@@ -260,14 +260,29 @@ fn percent(s: &str) -> Result<f64, String> {
 
 #[derive(Debug, Subcommand)]
 pub enum IndexCommand {
-    /// Chunk a knowledge folder of Markdown documents and write the index file
+    /// Check the manuals, then chunk them and write the index file
+    ///
+    /// Every problem in a manual is printed as `file:line: what is wrong, and
+    /// what to write instead` (docs/manuals.md is the format). An error stops
+    /// the build before anything is written; so does a warning with --strict.
     Build {
-        /// Folder of knowledge documents (*.md with front matter)
+        /// Folder of manuals (*.md with front matter; README.md is skipped)
         #[arg(long, short)]
         knowledge: PathBuf,
-        /// Output index file
+        /// Output index file (replaced whole, so a running daemon may reload it)
         #[arg(long, short)]
         out: PathBuf,
+        /// Fail on warnings too
+        #[arg(long)]
+        strict: bool,
+    },
+    /// Check the manuals in DIR as `build` does, and write nothing
+    Check {
+        /// Folder of manuals (*.md with front matter; README.md is skipped)
+        dir: PathBuf,
+        /// Fail on warnings too
+        #[arg(long)]
+        strict: bool,
     },
 }
 

@@ -45,8 +45,16 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Run { config } => run_daemon(&config)?,
         Command::Diagnose { config, alarm } => commands::diagnose::run(&config, &alarm)?,
         Command::Index {
-            command: IndexCommand::Build { knowledge, out },
-        } => commands::index::build(&knowledge, &out)?,
+            command:
+                IndexCommand::Build {
+                    knowledge,
+                    out,
+                    strict,
+                },
+        } => commands::index::build(&knowledge, &out, strict)?,
+        Command::Index {
+            command: IndexCommand::Check { dir, strict },
+        } => commands::index::check(&dir, strict)?,
         Command::Query {
             index,
             top_k,

@@ -7,6 +7,7 @@ pub mod check;
 pub mod diagnose;
 pub mod eval;
 pub mod index;
+pub mod lint;
 pub mod show;
 
 use std::io::Write;
@@ -41,6 +42,12 @@ pub enum CommandError {
         model: String,
         shortfall: f64,
         max: f64,
+    },
+    #[error("{dir}: {errors} errors and {warnings} warnings in the manuals (each named above as file:line; docs/manuals.md is the format)")]
+    Manuals {
+        dir: PathBuf,
+        errors: usize,
+        warnings: usize,
     },
     #[error("--top-k must be 1..=50, got {0}")]
     TopK(usize),
