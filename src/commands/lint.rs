@@ -540,6 +540,17 @@ mod tests {
     }
 
     #[test]
+    fn the_example_in_docs_manuals_md_passes_strict() {
+        let doc =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/manuals.md"))
+                .unwrap();
+        let start = doc.find("```markdown\n").unwrap() + "```markdown\n".len();
+        let example = &doc[start..start + doc[start..].find("```").unwrap()];
+        let p = lint(&[("watermaker-en.md", example)]);
+        assert!(p.is_empty(), "{:#?}", lines(&p));
+    }
+
+    #[test]
     fn the_shipped_manuals_pass_strict() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("knowledge");
         let r = lint_dir(&dir).unwrap();
