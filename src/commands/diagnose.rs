@@ -25,5 +25,6 @@ async fn diagnose(cfg: Config, alarm_path: &std::path::Path) -> Result<(), Comma
 /// Loads the config and runs `diagnose` on the command runtime.
 pub fn run(config: &std::path::Path, alarm: &std::path::Path) -> Result<(), CommandError> {
     let cfg = super::load_config(config)?;
+    crate::config::check_files(&cfg)?;
     super::runtime()?.block_on(diagnose(cfg, alarm))
 }

@@ -3,10 +3,12 @@
 //! The entry points (`load`, `parse`), the checked `Config` and `ConfigError`
 //! live here; the file's serde shape and defaults are in `raw`, the checked
 //! sections in `checked`, and the checks themselves in `validate`. Every error
-//! names the offending key and the file. Nothing here touches the network,
-//! the model or the index; paths are checked for shape only, not opened.
+//! names the offending key and the file. Relative paths in the file are
+//! relative to the file's own folder. Parsing touches nothing else;
+//! `check_files` (in `files`) then opens what the paths name, at start.
 
 mod checked;
+mod files;
 mod raw;
 mod validate;
 
@@ -16,6 +18,7 @@ pub use checked::{
     Answer, InboxConfig, KnowledgeConfig, LlmConfig, Lookup, MqttConfig, OutboxConfig, QueueConfig,
     TemplateChoice, TlsConfig, WatchdogConfig, MAX_QUEUE_CAPACITY,
 };
+pub use files::{check_files, io_problem};
 pub use raw::{
     RawConfig, RawInbox, RawKnowledge, RawLlm, RawLog, RawMqtt, RawOutbox, RawQueue, RawTls,
     RawWatchdog,
@@ -35,6 +38,15 @@ pub enum ConfigError {
     #[error("config key {key} {problem} ({path})")]
     Invalid {
         key: &'static str,
+        problem: String,
+        path: PathBuf,
+    },
+    /// A path the config names cannot be used: `file` is the path, `path`
+    /// the config file.
+    #[error("config key {key}: {file}: {problem} ({path})")]
+    File {
+        key: &'static str,
+        file: PathBuf,
         problem: String,
         path: PathBuf,
     },
@@ -64,7 +76,8 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
     parse(&text, path)
 }
 
-/// Parses and validates config text; `path` is only used in messages.
+/// Parses and validates config text; `path` is named in messages, and the
+/// relative paths in the text are taken from its folder.
 pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
     let de = toml::Deserializer::new(text);
     let raw: RawConfig = serde_path_to_error::deserialize(de).map_err(|e| {
@@ -135,6 +148,45 @@ threads = 2
         let text = MINIMAL.replace("model = \"m.gguf\"", "");
         let e = parse(&text, p()).unwrap_err().to_string();
         assert!(e.contains("model"), "{e}");
+    }
+
+    #[test]
+    fn relative_paths_are_taken_from_the_config_files_folder() {
+        let c = parse(MINIMAL, p()).unwrap();
+        assert_eq!(c.knowledge.index, Path::new("/etc/tidewatch/k.twx"));
+        assert_eq!(c.llm.model, Path::new("/etc/tidewatch/m.gguf"));
+        assert_eq!(c.state_dir, Path::new("/tmp/tw"), "absolute stays");
+        let c = parse(MINIMAL, Path::new("tidewatch.toml")).unwrap();
+        assert_eq!(
+            c.knowledge.index,
+            Path::new("k.twx"),
+            "a bare file name: the working directory"
+        );
+        let text = MINIMAL.replace(
+            "[knowledge]",
+            "[mqtt.tls]\nca = \"tls/ca.crt\"\n[knowledge]",
+        );
+        let c = parse(&text, Path::new("conf/tw.toml")).unwrap();
+        assert_eq!(c.mqtt.tls.unwrap().ca, Path::new("conf/tls/ca.crt"));
+    }
+
+    // Issue 31: README said host, port, topic_prefix, top_k and threads were
+    // needed, and a file without [mqtt] failed with "missing field `mqtt`".
+    #[test]
+    fn only_state_dir_the_index_and_the_model_are_required() {
+        let c = parse(
+            "state_dir = \"s\"\n[knowledge]\nindex = \"k\"\n[llm]\nmodel = \"m\"\n",
+            p(),
+        )
+        .unwrap();
+        assert_eq!((c.mqtt.host.as_str(), c.mqtt.port), ("127.0.0.1", 1883));
+        for gone in ["state_dir = \"s\"\n", "index = \"k\"\n", "model = \"m\"\n"] {
+            let text = "state_dir = \"s\"\n[knowledge]\nindex = \"k\"\n[llm]\nmodel = \"m\"\n"
+                .replace(gone, "");
+            let e = parse(&text, p()).unwrap_err().to_string();
+            let key = gone.split(' ').next().unwrap();
+            assert!(e.contains(key), "{e}");
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
     pub state_dir: PathBuf,
+    #[serde(default)]
     pub mqtt: RawMqtt,
     pub knowledge: RawKnowledge,
     pub llm: RawLlm,
@@ -48,6 +49,22 @@ pub struct RawMqtt {
     #[serde(default = "default_max_alarm_bytes")]
     pub max_alarm_bytes: usize,
     pub tls: Option<RawTls>,
+}
+
+impl Default for RawMqtt {
+    fn default() -> Self {
+        Self {
+            host: default_host(),
+            port: default_port(),
+            client_id: None,
+            topic_prefix: default_prefix(),
+            username: None,
+            password: None,
+            keep_alive_s: default_keep_alive(),
+            max_alarm_bytes: default_max_alarm_bytes(),
+            tls: None,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
