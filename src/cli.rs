@@ -102,11 +102,13 @@ pub struct ShowArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct EvalArgs {
+    /// Config file (TOML); the model, index and [llm] settings to measure
     #[arg(long, short)]
     pub config: Option<PathBuf>,
-    /// Labeled cases, one JSON object per line
-    #[arg(long)]
-    pub cases: PathBuf,
+    /// Labeled alarms, one JSON object per line [default: eval/alarms.jsonl
+    /// beside the index, then the installed or source tree's eval set]
+    #[arg(long, value_name = "FILE")]
+    pub cases: Option<PathBuf>,
     /// Retrieval only: no model
     #[arg(long)]
     pub retrieval: bool,
@@ -188,9 +190,11 @@ pub struct BenchArgs {
     /// off), and report generation time, acceptance and tokens/s side by side
     #[arg(long)]
     pub speculation: bool,
-    /// Labeled alarms for RAG prompts and --decide
-    #[arg(long, default_value = "knowledge/eval/alarms.jsonl")]
-    pub cases: PathBuf,
+    /// Labeled alarms for RAG prompts and --decide, one JSON object per line
+    /// [default: eval/alarms.jsonl beside the config's index, then the
+    /// installed or source tree's eval set]
+    #[arg(long, value_name = "FILE")]
+    pub cases: Option<PathBuf>,
     /// Device memory, e.g. 4G
     #[arg(long, default_value = "4G")]
     pub memory_budget: String,
@@ -217,9 +221,10 @@ pub struct BenchArgs {
     /// Passages in the generated index for --retrieval
     #[arg(long, default_value_t = 10_000, value_parser = usize_in(1, 1_000_000))]
     pub passages: usize,
-    /// Knowledge folder for --retrieval
-    #[arg(long, default_value = "knowledge")]
-    pub knowledge: PathBuf,
+    /// Folder of manuals for --retrieval [default: the source tree's
+    /// knowledge/ beside this binary's build]
+    #[arg(long, value_name = "DIR")]
+    pub knowledge: Option<PathBuf>,
     /// Print JSON
     #[arg(long)]
     pub json: bool,
@@ -314,6 +319,7 @@ mod tests {
             (&["bench", "--margin", "NaN"], "--margin"),
             (&["bench", "--max-overhead", "-1"], "--max-overhead"),
             (&["eval", "--cases", "c.jsonl", "--limit", "0"], "--limit"),
+            (&["eval", "--limit", "0"], "--limit"),
         ];
         for (args, option) in bad {
             match parse(args) {

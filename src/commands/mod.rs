@@ -11,7 +11,7 @@ pub mod lint;
 pub mod show;
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CommandError {
@@ -83,6 +83,64 @@ pub fn is_config_error(e: &(dyn std::error::Error + 'static)) -> bool {
             .is_some_and(LoadError::is_config)
 }
 
+/// Where the eval set is looked for when `--cases` is not given, best
+/// first: `eval/alarms.jsonl` beside the index (an installed index), the
+/// installed package's copy (`/usr/share/tidewatch` beside `/usr/bin`), and
+/// the source tree's when this binary is a build in `target/*/`. Never the
+/// working directory: a command must mean the same thing from anywhere.
+pub fn eval_set_candidates(index: Option<&Path>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(dir) = index.and_then(Path::parent) {
+        out.push(dir.join("eval/alarms.jsonl"));
+    }
+    if let Some(bin) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_owned))
+    {
+        out.push(bin.join("../share/tidewatch/eval/alarms.jsonl"));
+        out.push(bin.join("../../knowledge/eval/alarms.jsonl"));
+    }
+    out
+}
+
+/// `--cases` as given, or the first eval set of `eval_set_candidates`.
+pub fn cases_file(given: Option<PathBuf>, index: Option<&Path>) -> Result<PathBuf, CommandError> {
+    if let Some(p) = given {
+        return Ok(p);
+    }
+    let tried = eval_set_candidates(index);
+    tried
+        .iter()
+        .find(|p| p.is_file())
+        .cloned()
+        .ok_or_else(|| {
+            CommandError::Usage(format!(
+                "no --cases FILE given, and no eval set at {}; give --cases (the source tree has knowledge/eval/alarms.jsonl)",
+                tried
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })
+}
+
+/// `bench --retrieval`'s manuals: `--knowledge` as given, or the source
+/// tree's `knowledge/` when this binary is a build in `target/*/`.
+pub fn knowledge_dir(given: Option<PathBuf>) -> Result<PathBuf, CommandError> {
+    if let Some(p) = given {
+        return Ok(p);
+    }
+    let tree = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|b| b.join("../../knowledge")));
+    tree.filter(|p| p.is_dir()).ok_or_else(|| {
+        CommandError::Usage(
+            "no --knowledge DIR given, and this binary is not a build in a source tree; give --knowledge".into(),
+        )
+    })
+}
+
 /// The async runtime every command that loads the model runs on. Two
 /// workers are plenty: heavy work runs on slot threads, not on tokio.
 pub fn runtime() -> Result<tokio::runtime::Runtime, CommandError> {
@@ -127,4 +185,33 @@ fn print_json(out: &mut impl Write, v: &impl serde::Serialize) -> std::io::Resul
         "{}",
         serde_json::to_string_pretty(v).unwrap_or_default()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Issue 31: `bench` worked only from the repository root ("cases file
+    // knowledge/eval/alarms.jsonl: No such file or directory").
+    #[test]
+    fn the_eval_set_is_found_beside_the_index_not_in_the_working_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = dir.path().join("knowledge.twx");
+        assert_eq!(
+            eval_set_candidates(Some(&index))[0],
+            dir.path().join("eval/alarms.jsonl")
+        );
+        std::fs::create_dir(dir.path().join("eval")).unwrap();
+        std::fs::write(dir.path().join("eval/alarms.jsonl"), "{}").unwrap();
+        assert_eq!(
+            cases_file(None, Some(&index)).unwrap(),
+            dir.path().join("eval/alarms.jsonl")
+        );
+        let given = PathBuf::from("mine.jsonl");
+        assert_eq!(
+            cases_file(Some(given.clone()), Some(&index)).unwrap(),
+            given
+        );
+        assert!(eval_set_candidates(None).iter().all(|p| p.is_absolute()));
+    }
 }
