@@ -76,9 +76,10 @@ pub enum Command {
     /// Reads diagnosis JSON from stdin (or FILEs), one per line, or `topic payload` lines as
     /// `mosquitto_sub -v` prints them (a pretty-printed object may span lines), and prints each
     /// readably: equipment, code and alarm id, summary, probable causes with likelihood, numbered
-    /// actions, cited manual sections, mode and timings. Rejections from {prefix}/error are shown
-    /// too. A line that is not a diagnosis is reported on stderr with its line number and the
-    /// rest are still shown; the exit status is then 1.
+    /// actions, cited manual sections, mode and timings. Status messages, rejections from
+    /// {prefix}/error and alarms (`-t 'tidewatch/#'`) are shown one line each. A line that is not
+    /// JSON, or a diagnosis that cannot be read, is reported on stderr with its line number and
+    /// the rest are still shown; the exit status is then 1.
     Show(ShowArgs),
     /// Validate a config file, and report the model and index it names
     CheckConfig {
@@ -92,7 +93,7 @@ pub enum Command {
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Follow a live broker:\n  mosquitto_sub -v -t 'tidewatch/diagnosis/#' -t tidewatch/error | tidewatch show\n\
+    after_help = "Follow a live broker:\n  mosquitto_sub -v -t 'tidewatch/#' | tidewatch show\n\
 One alarm without MQTT:\n  tidewatch diagnose --config FILE --alarm alarm.json | tidewatch show"
 )]
 pub struct ShowArgs {
