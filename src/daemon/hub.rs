@@ -361,8 +361,11 @@ impl Hub {
     /// since a full client queue refuses the request rather than wait.
     fn subscribe(&mut self) {
         self.subscribed_ms = self.s.now_ms();
+        // Wider than `{prefix}/alarm/+`: an alarm one level off
+        // (`{prefix}/alarm`, `{prefix}/alarm/vessel1/ME1`) is taken in to be
+        // rejected with a report naming the form, not dropped by the broker.
         if let Err(e) = self.client.try_subscribe(
-            self.topics.alarms(),
+            format!("{}/alarm/#", self.topics.prefix),
             rumqttc::v5::mqttbytes::QoS::AtLeastOnce,
         ) {
             tracing::warn!(error = %e, "cannot subscribe to alarms yet; retrying");
@@ -451,13 +454,17 @@ impl Hub {
             .chars()
             .take(256)
             .collect();
-        tracing::warn!(topic = %topic, reason = %reason, bytes = p.payload.len(), "alarm rejected");
-        let err = serde_json::json!({
+        let alarm_id = readable_id(&p.payload);
+        tracing::warn!(topic = %topic, reason = %reason, bytes = p.payload.len(), alarm_id = alarm_id.as_deref().unwrap_or("-"), "alarm rejected");
+        let mut err = serde_json::json!({
             "topic": topic,
             "reason": reason,
             "bytes": p.payload.len(),
             "ts": crate::diagnosis::now_rfc3339(),
         });
+        if let Some(id) = alarm_id {
+            err["alarm_id"] = id.into();
+        }
         // Never wait for the client here: the poller may itself be waiting
         // for the hub to take a QoS 0 alarm, and the report is advisory.
         if let Err(e) = mqtt::publish_info(
@@ -493,7 +500,13 @@ impl Hub {
         };
         let equipment = match alarm::equipment_from_topic(&self.topics.prefix, &topic) {
             Ok(e) => e.to_string(),
-            Err(e) => return self.reject(p, e.to_string(), live),
+            Err(_) => {
+                let reason = format!(
+                    "topic {topic:?} is not {}/alarm/{{equipment}}: one topic level after alarm/, the equipment id",
+                    self.topics.prefix
+                );
+                return self.reject(p, reason, live);
+            }
         };
         let a = match alarm::parse(
             &p.payload,
@@ -687,6 +700,21 @@ fn status_line(v: &serde_json::Value) -> String {
         v["outbox_pending"],
         v["denied"]
     )
+}
+
+/// The `id` of a rejected alarm, when its payload is JSON with a string id:
+/// the report then names the alarm its sender knows. Payloads past 1 MiB are
+/// not parsed for it.
+fn readable_id(payload: &[u8]) -> Option<String> {
+    if payload.len() > 1 << 20 {
+        return None;
+    }
+    #[derive(serde::Deserialize)]
+    struct Id {
+        id: String,
+    }
+    let id = serde_json::from_slice::<Id>(payload).ok()?.id;
+    Some(id.chars().take(64).collect())
 }
 
 #[cfg(test)]
