@@ -32,9 +32,11 @@ pub enum Command {
     },
     /// Diagnose one alarm from a JSON file and print the diagnosis JSON; no MQTT
     Diagnose {
+        /// Config file (TOML)
         #[arg(long, short)]
         config: PathBuf,
-        /// Alarm JSON file, as it would arrive on {prefix}/alarm/{equipment}
+        /// Alarm JSON file, as it would arrive on {prefix}/alarm/{equipment}, or a
+        /// line of the eval set (its "alarm" is used); "-" reads stdin
         #[arg(long, short)]
         alarm: PathBuf,
     },
@@ -46,8 +48,11 @@ pub enum Command {
     /// Search the index and print the best passages
     Query {
         /// Index file built by `tidewatch index build`
-        #[arg(long, short)]
-        index: PathBuf,
+        #[arg(long, short, required_unless_present = "config")]
+        index: Option<PathBuf>,
+        /// Config file: search the index its knowledge.index names
+        #[arg(long, short, conflicts_with = "index")]
+        config: Option<PathBuf>,
         /// How many passages to print
         #[arg(long, short = 'k', default_value_t = 3)]
         top_k: usize,
@@ -83,6 +88,7 @@ pub enum Command {
     Show(ShowArgs),
     /// Validate a config file, and report the model and index it names
     CheckConfig {
+        /// Config file (TOML)
         #[arg(long, short)]
         config: PathBuf,
         /// Only check the file itself; do not open the model or the index
@@ -127,7 +133,7 @@ pub struct EvalArgs {
     /// grammar (the whole JSON sampled under a GBNF grammar; the reference)
     #[arg(long, default_value = "schema", value_parser = ["schema", "grammar"])]
     pub style: String,
-    /// Print the report as JSON
+    /// Print the report as JSON (default: a table)
     #[arg(long)]
     pub json: bool,
     /// Use this model instead of the config's llm.model
@@ -299,6 +305,32 @@ mod tests {
     fn parse(args: &[&str]) -> Result<Cli, String> {
         Cli::try_parse_from(std::iter::once("tidewatch").chain(args.iter().copied()))
             .map_err(|e| e.to_string())
+    }
+
+    // Issue 31: `--config` had no help text in diagnose, check-config and eval.
+    #[test]
+    fn every_option_has_help_text() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for a in cmd.get_arguments() {
+                let id = a.get_id().as_str();
+                if a.is_hide_set() || id == "help" || id == "version" {
+                    continue;
+                }
+                if a.get_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(
+            &<Cli as clap::CommandFactory>::command(),
+            "tidewatch",
+            &mut missing,
+        );
+        assert!(missing.is_empty(), "options without help: {missing:?}");
     }
 
     // `bench --batch 0` panicked in `chunks(0)`; every number

@@ -72,10 +72,18 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         } => commands::index::check(&dir, strict)?,
         Command::Query {
             index,
+            config,
             top_k,
             json,
             text,
-        } => commands::index::query(&index, top_k, json, &text)?,
+        } => {
+            let index = match (index, config) {
+                (Some(i), _) => i,
+                (None, Some(c)) => tidewatch::config::load(&c)?.knowledge.index,
+                (None, None) => anyhow::bail!("query needs --index FILE or --config FILE"),
+            };
+            commands::index::query(&index, top_k, json, &text)?
+        }
         Command::Eval(a) => commands::eval::run(a)?,
         Command::Bench(a) => commands::bench::run(a)?,
         Command::CheckConfig { config, offline } => commands::check::run(&config, offline)?,

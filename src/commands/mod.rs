@@ -163,20 +163,74 @@ fn load_config(path: &std::path::Path) -> Result<crate::config::Config, CommandE
     Ok(cfg)
 }
 
-/// A report as JSON, or as one `key value` line per field.
+/// A report as JSON, or as a table a person reads: one row per figure,
+/// nested parts under dotted names, numbers rounded to what they can tell.
 fn print_report<T: serde::Serialize>(r: &T, json: bool) -> Result<(), CommandError> {
     let mut out = std::io::stdout().lock();
     if json {
         print_json(&mut out, r)?;
     } else {
         let v = serde_json::to_value(r).unwrap_or_default();
-        if let Some(m) = v.as_object() {
-            for (k, v) in m {
-                writeln!(out, "{k:<24} {v}")?;
-            }
+        let mut rows = Vec::new();
+        table_rows("", &v, &mut rows);
+        let width = rows
+            .iter()
+            .map(|(k, _)| k.chars().count())
+            .max()
+            .unwrap_or(0);
+        for (k, v) in rows {
+            writeln!(out, "{k:<width$}  {v}")?;
         }
     }
     Ok(())
+}
+
+/// Flattens a report into (name, value) rows.
+fn table_rows(key: &str, v: &serde_json::Value, rows: &mut Vec<(String, String)>) {
+    use serde_json::Value;
+    let name = |k: &str| {
+        if key.is_empty() {
+            k.to_string()
+        } else {
+            format!("{key}.{k}")
+        }
+    };
+    match v {
+        Value::Object(m) => {
+            for (k, v) in m {
+                table_rows(&name(k), v, rows);
+            }
+        }
+        Value::Array(a) if a.iter().any(|x| x.is_object() || x.is_array()) => {
+            for (i, x) in a.iter().enumerate() {
+                table_rows(&format!("{key}[{i}]"), x, rows);
+            }
+        }
+        Value::Array(a) => rows.push((
+            key.to_string(),
+            a.iter().map(cell).collect::<Vec<_>>().join(", "),
+        )),
+        other => rows.push((key.to_string(), cell(other))),
+    }
+}
+
+/// One value as a table cell: a string without quotes, a float to three
+/// significant places (the runs vary more than that), null as "-".
+fn cell(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => "-".into(),
+        serde_json::Value::Number(n) if n.is_f64() => {
+            let f = n.as_f64().unwrap_or_default();
+            match f.abs() {
+                a if a >= 100.0 || a == 0.0 => format!("{f:.0}"),
+                a if a >= 10.0 => format!("{f:.1}"),
+                a if a >= 1.0 => format!("{f:.2}"),
+                _ => format!("{f:.3}"),
+            }
+        }
+        other => other.to_string(),
+    }
 }
 
 fn print_json(out: &mut impl Write, v: &impl serde::Serialize) -> std::io::Result<()> {
@@ -190,6 +244,36 @@ fn print_json(out: &mut impl Write, v: &impl serde::Serialize) -> std::io::Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Issue 31: `eval` without --json printed a raw key dump
+    // (`gen_tokens_per_s_p50 82.43366099942428`, `style "Schema"`).
+    #[test]
+    fn a_report_reads_as_a_table() {
+        let v = serde_json::json!({
+            "style": "Schema",
+            "gen_tokens_per_s_p50": 82.43366099942428,
+            "accuracy": 0.9411764705882353,
+            "cases": 118,
+            "ttft": null,
+            "modes": [{"mode": "chosen", "latency_ms_p50": 5231.7}],
+            "langs": ["en", "zh"],
+        });
+        let mut rows = Vec::new();
+        table_rows("", &v, &mut rows);
+        let rows: Vec<String> = rows.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        for want in [
+            "style Schema",
+            "gen_tokens_per_s_p50 82.4",
+            "accuracy 0.941",
+            "cases 118",
+            "ttft -",
+            "modes[0].mode chosen",
+            "modes[0].latency_ms_p50 5232",
+            "langs en, zh",
+        ] {
+            assert!(rows.iter().any(|r| r == want), "{want:?} not in {rows:#?}");
+        }
+    }
 
     // Issue 31: `bench` worked only from the repository root ("cases file
     // knowledge/eval/alarms.jsonl: No such file or directory").
