@@ -33,8 +33,13 @@ pub fn init(level: &str) -> &'static str {
             return "none";
         }
     }
+    // Colour only for a person at a terminal: a log redirected to a file
+    // or a pipe would carry the escape codes (NO_COLOR turns it off too).
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .with_target(false);
     let _ = tracing_subscriber::registry()
         .with(filter)
