@@ -38,6 +38,8 @@ struct View {
     equipment: String,
     #[serde(default)]
     code: String,
+    #[serde(default)]
+    severity: String,
     /// Required: it is what tells a diagnosis apart from a status or an
     /// error message that was piped in by a wider subscription.
     summary: String,
@@ -259,7 +261,18 @@ fn render(v: &View) -> String {
     } else {
         format!(" · alarm {}", v.alarm_id)
     };
-    let head = format!("== {} · {}{} ", or_dash(&v.equipment), or_dash(&v.code), id);
+    let severity = if v.severity.is_empty() {
+        String::new()
+    } else {
+        format!(" · {}", v.severity)
+    };
+    let head = format!(
+        "== {} · {}{}{} ",
+        or_dash(&v.equipment),
+        or_dash(&v.code),
+        id,
+        severity
+    );
     let _ = writeln!(
         o,
         "{head}{}",

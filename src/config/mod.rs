@@ -189,6 +189,98 @@ threads = 2
         }
     }
 
+    /// Every key of deploy/tidewatch.toml, set or commented out, with the
+    /// value written for it (sections from `[x]` or `# [x]` lines).
+    fn example_keys() -> std::collections::BTreeMap<String, toml::Value> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/tidewatch.toml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut section = String::new();
+        let mut keys = std::collections::BTreeMap::new();
+        for line in text.lines() {
+            let l = line.trim_start_matches('#').trim();
+            if let Some((name, after)) = l.strip_prefix('[').and_then(|r| r.split_once(']')) {
+                let after = after.trim();
+                if after.is_empty() || after.starts_with('#') {
+                    section = name.to_string();
+                    continue;
+                }
+            }
+            let Some((k, v)) = l.split_once('=') else {
+                continue;
+            };
+            let k = k.trim();
+            if k.is_empty() || !k.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
+                continue;
+            }
+            // The value up to a trailing comment (no value holds " #").
+            let v = v.split(" #").next().unwrap().trim();
+            let Ok(t) = toml::from_str::<toml::Table>(&format!("v = {v}")) else {
+                continue;
+            };
+            let full = if section.is_empty() {
+                k.to_string()
+            } else {
+                format!("{section}.{k}")
+            };
+            keys.insert(full, t["v"].clone());
+        }
+        keys
+    }
+
+    /// Every key the config accepts, with its default (null: none).
+    fn accepted_keys() -> Vec<(String, serde_json::Value)> {
+        let text = format!("{MINIMAL}[mqtt.tls]\nca = \"c\"\ncert = \"c\"\nkey = \"k\"\n");
+        let raw: RawConfig = toml::from_str(&text.replace("[mqtt]\nhost = \"127.0.0.1\"\nport = 1883\ntopic_prefix = \"tidewatch\"\n", "")).unwrap();
+        fn walk(p: &str, v: &serde_json::Value, out: &mut Vec<(String, serde_json::Value)>) {
+            match v.as_object() {
+                Some(m) => {
+                    for (k, v) in m {
+                        let key = if p.is_empty() { k.clone() } else { format!("{p}.{k}") };
+                        walk(&key, v, out);
+                    }
+                }
+                None => out.push((p.to_string(), v.clone())),
+            }
+        }
+        let mut out = Vec::new();
+        walk("", &serde_json::to_value(&raw).unwrap(), &mut out);
+        out
+    }
+
+    // Issue 31: deploy/tidewatch.toml is the configuration reference; it must
+    // name every key the config accepts, with the default the code uses.
+    #[test]
+    fn the_example_config_names_every_key_with_its_real_default() {
+        let example = example_keys();
+        // Required (no default), machine-dependent, or an example value.
+        let set_here = ["state_dir", "knowledge.index", "llm.model", "llm.threads"];
+        let mut problems = Vec::new();
+        for (key, default) in accepted_keys() {
+            let Some(written) = example.get(&key) else {
+                problems.push(format!("{key} is not in deploy/tidewatch.toml"));
+                continue;
+            };
+            if set_here.contains(&key.as_str()) || key.starts_with("mqtt.tls.") || default.is_null() {
+                continue;
+            }
+            let written = serde_json::to_value(written).unwrap();
+            let same = match (written.as_f64(), default.as_f64()) {
+                (Some(a), Some(b)) => (a - b).abs() < 1e-6,
+                _ => written == default,
+            };
+            if !same {
+                problems.push(format!("{key}: the example says {written}, the default is {default}"));
+            }
+        }
+        let accepted: Vec<String> = accepted_keys().into_iter().map(|(k, _)| k).collect();
+        for key in example.keys() {
+            if !accepted.contains(key) {
+                problems.push(format!("{key} is in deploy/tidewatch.toml but not accepted"));
+            }
+        }
+        assert!(problems.is_empty(), "{problems:#?}");
+    }
+
     #[test]
     fn example_config_is_valid() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/tidewatch.toml");

@@ -8,11 +8,11 @@
 
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The file as written, before validation. Field defaults live here so the
 /// example config and the code cannot drift: an absent key means the default.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
     pub state_dir: PathBuf,
@@ -32,7 +32,7 @@ pub struct RawConfig {
     pub log: RawLog,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawMqtt {
     #[serde(default = "default_host")]
@@ -67,7 +67,7 @@ impl Default for RawMqtt {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawTls {
     pub ca: PathBuf,
@@ -75,7 +75,7 @@ pub struct RawTls {
     pub key: Option<PathBuf>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawKnowledge {
     pub index: PathBuf,
@@ -83,7 +83,7 @@ pub struct RawKnowledge {
     pub top_k: usize,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawLlm {
     pub model: PathBuf,
@@ -130,7 +130,7 @@ pub struct RawLlm {
     pub item_tokens: u32,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawWatchdog {
     #[serde(default = "default_stall")]
@@ -151,7 +151,7 @@ impl Default for RawWatchdog {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawQueue {
     #[serde(default = "default_queue_capacity")]
@@ -169,7 +169,7 @@ impl Default for RawQueue {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawOutbox {
     #[serde(default = "default_outbox_bytes")]
@@ -184,7 +184,7 @@ impl Default for RawOutbox {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawInbox {
     #[serde(default = "default_inbox_bytes")]
@@ -199,7 +199,7 @@ impl Default for RawInbox {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawLog {
     #[serde(default = "default_log_level")]
