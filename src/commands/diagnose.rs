@@ -39,6 +39,13 @@ async fn diagnose(cfg: Config, alarm_path: &std::path::Path) -> Result<(), Comma
     Ok(())
 }
 
+/// Loads the config and runs `diagnose` on the command runtime.
+pub fn run(config: &std::path::Path, alarm: &std::path::Path) -> Result<(), CommandError> {
+    let cfg = super::load_config(config)?;
+    crate::config::check_files(&cfg)?;
+    super::runtime()?.block_on(diagnose(cfg, alarm))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,11 +65,4 @@ mod tests {
         std::fs::write(&bare, r#"{"id": "a"}"#).unwrap();
         assert_eq!(alarm_bytes(&bare).unwrap(), br#"{"id": "a"}"#.to_vec());
     }
-}
-
-/// Loads the config and runs `diagnose` on the command runtime.
-pub fn run(config: &std::path::Path, alarm: &std::path::Path) -> Result<(), CommandError> {
-    let cfg = super::load_config(config)?;
-    crate::config::check_files(&cfg)?;
-    super::runtime()?.block_on(diagnose(cfg, alarm))
 }

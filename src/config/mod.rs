@@ -230,12 +230,20 @@ threads = 2
     /// Every key the config accepts, with its default (null: none).
     fn accepted_keys() -> Vec<(String, serde_json::Value)> {
         let text = format!("{MINIMAL}[mqtt.tls]\nca = \"c\"\ncert = \"c\"\nkey = \"k\"\n");
-        let raw: RawConfig = toml::from_str(&text.replace("[mqtt]\nhost = \"127.0.0.1\"\nport = 1883\ntopic_prefix = \"tidewatch\"\n", "")).unwrap();
+        let raw: RawConfig = toml::from_str(&text.replace(
+            "[mqtt]\nhost = \"127.0.0.1\"\nport = 1883\ntopic_prefix = \"tidewatch\"\n",
+            "",
+        ))
+        .unwrap();
         fn walk(p: &str, v: &serde_json::Value, out: &mut Vec<(String, serde_json::Value)>) {
             match v.as_object() {
                 Some(m) => {
                     for (k, v) in m {
-                        let key = if p.is_empty() { k.clone() } else { format!("{p}.{k}") };
+                        let key = if p.is_empty() {
+                            k.clone()
+                        } else {
+                            format!("{p}.{k}")
+                        };
                         walk(&key, v, out);
                     }
                 }
@@ -260,7 +268,8 @@ threads = 2
                 problems.push(format!("{key} is not in deploy/tidewatch.toml"));
                 continue;
             };
-            if set_here.contains(&key.as_str()) || key.starts_with("mqtt.tls.") || default.is_null() {
+            if set_here.contains(&key.as_str()) || key.starts_with("mqtt.tls.") || default.is_null()
+            {
                 continue;
             }
             let written = serde_json::to_value(written).unwrap();
@@ -269,13 +278,17 @@ threads = 2
                 _ => written == default,
             };
             if !same {
-                problems.push(format!("{key}: the example says {written}, the default is {default}"));
+                problems.push(format!(
+                    "{key}: the example says {written}, the default is {default}"
+                ));
             }
         }
         let accepted: Vec<String> = accepted_keys().into_iter().map(|(k, _)| k).collect();
         for key in example.keys() {
             if !accepted.contains(key) {
-                problems.push(format!("{key} is in deploy/tidewatch.toml but not accepted"));
+                problems.push(format!(
+                    "{key} is in deploy/tidewatch.toml but not accepted"
+                ));
             }
         }
         assert!(problems.is_empty(), "{problems:#?}");

@@ -73,7 +73,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Document>, IndexError> {
     files.sort();
     let mut docs = Vec::with_capacity(files.len());
     for f in &files {
-        let text = std::fs::read_to_string(&f).map_err(|source| IndexError::Io {
+        let text = std::fs::read_to_string(f).map_err(|source| IndexError::Io {
             path: f.clone(),
             source,
         })?;
