@@ -32,13 +32,15 @@ pub enum Command {
     },
     /// Diagnose one alarm from a JSON file and print the diagnosis JSON; no MQTT
     Diagnose {
+        /// Config file (TOML)
         #[arg(long, short)]
         config: PathBuf,
-        /// Alarm JSON file, as it would arrive on {prefix}/alarm/{equipment}
+        /// Alarm JSON file, as it would arrive on {prefix}/alarm/{equipment}, or a
+        /// line of the eval set (its "alarm" is used); "-" reads stdin
         #[arg(long, short)]
         alarm: PathBuf,
     },
-    /// Build or inspect the retrieval index
+    /// Build the retrieval index from manuals, or check manuals without building
     Index {
         #[command(subcommand)]
         command: IndexCommand,
@@ -46,8 +48,11 @@ pub enum Command {
     /// Search the index and print the best passages
     Query {
         /// Index file built by `tidewatch index build`
-        #[arg(long, short)]
-        index: PathBuf,
+        #[arg(long, short, required_unless_present = "config")]
+        index: Option<PathBuf>,
+        /// Config file: search the index its knowledge.index names
+        #[arg(long, short, conflicts_with = "index")]
+        config: Option<PathBuf>,
         /// How many passages to print
         #[arg(long, short = 'k', default_value_t = 3)]
         top_k: usize,
@@ -76,12 +81,14 @@ pub enum Command {
     /// Reads diagnosis JSON from stdin (or FILEs), one per line, or `topic payload` lines as
     /// `mosquitto_sub -v` prints them (a pretty-printed object may span lines), and prints each
     /// readably: equipment, code and alarm id, summary, probable causes with likelihood, numbered
-    /// actions, cited manual sections, mode and timings. Rejections from {prefix}/error are shown
-    /// too. A line that is not a diagnosis is reported on stderr with its line number and the
-    /// rest are still shown; the exit status is then 1.
+    /// actions, cited manual sections, mode and timings. Status messages, rejections from
+    /// {prefix}/error and alarms (`-t 'tidewatch/#'`) are shown one line each. A line that is not
+    /// JSON, or a diagnosis that cannot be read, is reported on stderr with its line number and
+    /// the rest are still shown; the exit status is then 1.
     Show(ShowArgs),
     /// Validate a config file, and report the model and index it names
     CheckConfig {
+        /// Config file (TOML)
         #[arg(long, short)]
         config: PathBuf,
         /// Only check the file itself; do not open the model or the index
@@ -92,7 +99,7 @@ pub enum Command {
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Follow a live broker:\n  mosquitto_sub -v -t 'tidewatch/diagnosis/#' -t tidewatch/error | tidewatch show\n\
+    after_help = "Follow a live broker:\n  mosquitto_sub -v -t 'tidewatch/#' | tidewatch show\n\
 One alarm without MQTT:\n  tidewatch diagnose --config FILE --alarm alarm.json | tidewatch show"
 )]
 pub struct ShowArgs {
@@ -102,11 +109,13 @@ pub struct ShowArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct EvalArgs {
+    /// Config file (TOML); the model, index and [llm] settings to measure
     #[arg(long, short)]
     pub config: Option<PathBuf>,
-    /// Labeled cases, one JSON object per line
-    #[arg(long)]
-    pub cases: PathBuf,
+    /// Labeled alarms, one JSON object per line [default: eval/alarms.jsonl
+    /// beside the index, then the installed or source tree's eval set]
+    #[arg(long, value_name = "FILE")]
+    pub cases: Option<PathBuf>,
     /// Retrieval only: no model
     #[arg(long)]
     pub retrieval: bool,
@@ -124,7 +133,7 @@ pub struct EvalArgs {
     /// grammar (the whole JSON sampled under a GBNF grammar; the reference)
     #[arg(long, default_value = "schema", value_parser = ["schema", "grammar"])]
     pub style: String,
-    /// Print the report as JSON
+    /// Print the report as JSON (default: a table)
     #[arg(long)]
     pub json: bool,
     /// Use this model instead of the config's llm.model
@@ -188,9 +197,11 @@ pub struct BenchArgs {
     /// off), and report generation time, acceptance and tokens/s side by side
     #[arg(long)]
     pub speculation: bool,
-    /// Labeled alarms for RAG prompts and --decide
-    #[arg(long, default_value = "knowledge/eval/alarms.jsonl")]
-    pub cases: PathBuf,
+    /// Labeled alarms for RAG prompts and --decide, one JSON object per line
+    /// [default: eval/alarms.jsonl beside the config's index, then the
+    /// installed or source tree's eval set]
+    #[arg(long, value_name = "FILE")]
+    pub cases: Option<PathBuf>,
     /// Device memory, e.g. 4G
     #[arg(long, default_value = "4G")]
     pub memory_budget: String,
@@ -217,9 +228,10 @@ pub struct BenchArgs {
     /// Passages in the generated index for --retrieval
     #[arg(long, default_value_t = 10_000, value_parser = usize_in(1, 1_000_000))]
     pub passages: usize,
-    /// Knowledge folder for --retrieval
-    #[arg(long, default_value = "knowledge")]
-    pub knowledge: PathBuf,
+    /// Folder of manuals for --retrieval [default: the source tree's
+    /// knowledge/ beside this binary's build]
+    #[arg(long, value_name = "DIR")]
+    pub knowledge: Option<PathBuf>,
     /// Print JSON
     #[arg(long)]
     pub json: bool,
@@ -260,14 +272,29 @@ fn percent(s: &str) -> Result<f64, String> {
 
 #[derive(Debug, Subcommand)]
 pub enum IndexCommand {
-    /// Chunk a knowledge folder of Markdown documents and write the index file
+    /// Check the manuals, then chunk them and write the index file
+    ///
+    /// Every problem in a manual is printed as `file:line: what is wrong, and
+    /// what to write instead` (docs/manuals.md is the format). An error stops
+    /// the build before anything is written; so does a warning with --strict.
     Build {
-        /// Folder of knowledge documents (*.md with front matter)
+        /// Folder of manuals (*.md with front matter; README.md is skipped)
         #[arg(long, short)]
         knowledge: PathBuf,
-        /// Output index file
+        /// Output index file (replaced whole, so a running daemon may reload it)
         #[arg(long, short)]
         out: PathBuf,
+        /// Fail on warnings too
+        #[arg(long)]
+        strict: bool,
+    },
+    /// Check the manuals in DIR as `build` does, and write nothing
+    Check {
+        /// Folder of manuals (*.md with front matter; README.md is skipped)
+        dir: PathBuf,
+        /// Fail on warnings too
+        #[arg(long)]
+        strict: bool,
     },
 }
 
@@ -278,6 +305,32 @@ mod tests {
     fn parse(args: &[&str]) -> Result<Cli, String> {
         Cli::try_parse_from(std::iter::once("tidewatch").chain(args.iter().copied()))
             .map_err(|e| e.to_string())
+    }
+
+    // Issue 31: `--config` had no help text in diagnose, check-config and eval.
+    #[test]
+    fn every_option_has_help_text() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for a in cmd.get_arguments() {
+                let id = a.get_id().as_str();
+                if a.is_hide_set() || id == "help" || id == "version" {
+                    continue;
+                }
+                if a.get_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(
+            &<Cli as clap::CommandFactory>::command(),
+            "tidewatch",
+            &mut missing,
+        );
+        assert!(missing.is_empty(), "options without help: {missing:?}");
     }
 
     // `bench --batch 0` panicked in `chunks(0)`; every number
@@ -299,6 +352,7 @@ mod tests {
             (&["bench", "--margin", "NaN"], "--margin"),
             (&["bench", "--max-overhead", "-1"], "--max-overhead"),
             (&["eval", "--cases", "c.jsonl", "--limit", "0"], "--limit"),
+            (&["eval", "--limit", "0"], "--limit"),
         ];
         for (args, option) in bad {
             match parse(args) {

@@ -132,6 +132,13 @@ pub struct Diagnosis {
     pub alarm_id: String,
     pub equipment: String,
     pub code: String,
+    /// The alarm's own `ts` and `severity`, copied, so that `alarm_id` +
+    /// `equipment` + `alarm_ts` identify the alarm a diagnosis answers
+    /// (`ts` below is the diagnosis's own time).
+    #[serde(default)]
+    pub alarm_ts: String,
+    #[serde(default)]
+    pub severity: String,
     pub summary: String,
     pub probable_causes: Vec<Cause>,
     pub actions: Vec<String>,
@@ -280,6 +287,8 @@ pub fn from_passages(
         alarm_id: alarm.id.clone(),
         equipment: alarm.equipment.clone(),
         code: alarm.code.clone(),
+        alarm_ts: alarm.ts.clone(),
+        severity: alarm.severity.as_str().into(),
         summary: passages_summary(alarm, hits, mode),
         probable_causes,
         actions,
@@ -482,5 +491,10 @@ mod tests {
         assert_eq!(d.actions, vec!["read gauge", "change filter"]);
         assert_eq!(d.sources.len(), 2);
         assert!(!d.summary.is_empty());
+        // Issue 31: the alarm's ts and severity were not in the payload, so
+        // alarm_id + equipment + ts could not identify the alarm answered.
+        let v: serde_json::Value = serde_json::from_slice(&payload(&d).unwrap()).unwrap();
+        assert_eq!(v["alarm_ts"], "2026-11-30T00:00:00Z");
+        assert_eq!(v["severity"], "major");
     }
 }

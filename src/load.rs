@@ -48,6 +48,10 @@ pub async fn model_and_index(cfg: &Config, warm: bool) -> Result<Loaded, LoadErr
             path: cfg.llm.model.display().to_string(),
             reason: e.to_string(),
         })??;
+    let vocab = crate::logging::take_vocab_warnings();
+    if vocab > 0 {
+        tracing::debug!(count = vocab, "model vocabulary: llama.cpp warned about {vocab} tokens that look like control tokens (the model file's own metadata, not a tidewatch problem)");
+    }
     let model = Arc::new(model);
     let counters = Arc::new(Counters::default());
     let settings = SlotSettings {

@@ -22,7 +22,7 @@ fn main() -> ExitCode {
     match dispatch(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("tidewatch: {e:#}");
+            eprintln!("tidewatch: {}", error_text(&e));
             if e.chain().any(is_config_error) {
                 ExitCode::from(EX_CONFIG)
             } else {
@@ -30,6 +30,21 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// The error and its causes, each said once: an error whose message
+/// already carries its source (`{path}: {source}`) would otherwise print
+/// the source twice (issue 29, item 13).
+fn error_text(e: &anyhow::Error) -> String {
+    let mut text = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !text.contains(&c) {
+            text.push_str(": ");
+            text.push_str(&c);
+        }
+    }
+    text
 }
 
 /// Whether an error in the chain is one a restart cannot fix, from a
@@ -45,14 +60,30 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Run { config } => run_daemon(&config)?,
         Command::Diagnose { config, alarm } => commands::diagnose::run(&config, &alarm)?,
         Command::Index {
-            command: IndexCommand::Build { knowledge, out },
-        } => commands::index::build(&knowledge, &out)?,
+            command:
+                IndexCommand::Build {
+                    knowledge,
+                    out,
+                    strict,
+                },
+        } => commands::index::build(&knowledge, &out, strict)?,
+        Command::Index {
+            command: IndexCommand::Check { dir, strict },
+        } => commands::index::check(&dir, strict)?,
         Command::Query {
             index,
+            config,
             top_k,
             json,
             text,
-        } => commands::index::query(&index, top_k, json, &text)?,
+        } => {
+            let index = match (index, config) {
+                (Some(i), _) => i,
+                (None, Some(c)) => tidewatch::config::load(&c)?.knowledge.index,
+                (None, None) => anyhow::bail!("query needs --index FILE or --config FILE"),
+            };
+            commands::index::query(&index, top_k, json, &text)?
+        }
         Command::Eval(a) => commands::eval::run(a)?,
         Command::Bench(a) => commands::bench::run(a)?,
         Command::CheckConfig { config, offline } => commands::check::run(&config, offline)?,
@@ -63,6 +94,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
 
 fn run_daemon(config: &std::path::Path) -> anyhow::Result<()> {
     let cfg = tidewatch::config::load(config)?;
+    // Every path tried before anything starts: a typo in one is a config
+    // error naming its key (exit 78), not a failure halfway through start.
+    tidewatch::config::check_files(&cfg)?;
     let sink = tidewatch::logging::init(&cfg.log_level);
     tidewatch::crash::abort_on_panic();
     tracing::info!(config = %config.display(), log = sink, version = env!("CARGO_PKG_VERSION"), "starting");

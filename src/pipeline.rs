@@ -401,6 +401,8 @@ impl Pipeline {
             alarm_id: alarm.id.clone(),
             equipment: alarm.equipment.clone(),
             code: alarm.code.clone(),
+            alarm_ts: alarm.ts.clone(),
+            severity: alarm.severity.as_str().into(),
             summary,
             probable_causes: Vec::new(),
             actions: Vec::new(),

@@ -38,6 +38,8 @@ struct View {
     equipment: String,
     #[serde(default)]
     code: String,
+    #[serde(default)]
+    severity: String,
     /// Required: it is what tells a diagnosis apart from a status or an
     /// error message that was piped in by a wider subscription.
     summary: String,
@@ -103,6 +105,9 @@ struct ErrorView {
     reason: String,
     #[serde(default)]
     bytes: Option<u64>,
+    /// The rejected alarm's id, when it could be read.
+    #[serde(default)]
+    alarm_id: Option<String>,
 }
 
 /// Renders one input line (1-based `line_no`, for errors). `Ok(None)` for a
@@ -132,17 +137,93 @@ pub fn render_line(line_no: usize, line: &str) -> Result<Option<String>, RenderE
         reason,
         start: excerpt(line),
     };
-    if !value.is_object() {
+    let Some(obj) = value.as_object() else {
         return Err(not_diagnosis("a JSON object is expected".into()));
-    }
-    let is_error_topic = topic.is_some_and(|t| t.ends_with("/error"));
-    if is_error_topic || (value.get("summary").is_none() && value.get("reason").is_some()) {
-        let e: ErrorView =
-            serde_json::from_value(value).map_err(|e| not_diagnosis(e.to_string()))?;
-        return Ok(Some(render_error(topic, &e)));
+    };
+    // `mosquitto_sub -v -t 'tidewatch/#'` brings status, errors and the
+    // alarms themselves too: each is one line, never a failure.
+    let on = |suffix: &str| topic.is_some_and(|t| t.ends_with(suffix));
+    let has = |k: &str| obj.contains_key(k);
+    if !has("summary") {
+        if on("/status") || has("state") {
+            return Ok(Some(render_status(topic, obj)));
+        }
+        if on("/error") || has("reason") {
+            if let Ok(e) = serde_json::from_value::<ErrorView>(value.clone()) {
+                return Ok(Some(render_error(topic, &e)));
+            }
+        }
+        if topic.is_some_and(|t| t.contains("/alarm")) || (has("id") && has("code")) {
+            return Ok(Some(render_alarm(topic, obj)));
+        }
+        return Ok(Some(format!(
+            "-- {}: {}\n",
+            topic.unwrap_or("message"),
+            excerpt(payload)
+        )));
     }
     let v: View = serde_json::from_value(value).map_err(|e| not_diagnosis(e.to_string()))?;
     Ok(Some(render(&v)))
+}
+
+/// A field as text: a string as it is, anything else as JSON, "-" when absent.
+fn field(obj: &serde_json::Map<String, serde_json::Value>, k: &str) -> String {
+    match obj.get(k) {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+        None => "-".into(),
+    }
+}
+
+/// `{prefix}/status` in one line: the state and the counters an operator
+/// watches (the rest are in the JSON, README "Status").
+fn render_status(topic: Option<&str>, obj: &serde_json::Map<String, serde_json::Value>) -> String {
+    let on = topic.unwrap_or("status");
+    let state = field(obj, "state");
+    if state != "online" {
+        return match obj.get("ts") {
+            Some(_) => format!("-- {on}: {state} at {}\n", field(obj, "ts")),
+            // The MQTT last will carries no time: the connection ended
+            // without a clean shutdown.
+            None => format!("-- {on}: {state} (last will: the daemon's connection ended without a clean shutdown)\n"),
+        };
+    }
+    let mut o = format!("-- {on}: {state}");
+    for (k, label) in [
+        ("diagnosed", "diagnosed"),
+        ("degraded", "degraded"),
+        ("triage", "triage"),
+        ("rejected", "rejected"),
+        ("replayed", "replayed"),
+        ("queue_depth", "queued"),
+        ("awaiting_ack", "awaiting ack"),
+    ] {
+        if obj.contains_key(k) {
+            let _ = write!(o, " · {label} {}", field(obj, k));
+        }
+    }
+    if obj.contains_key("ts") {
+        let _ = write!(o, " · at {}", field(obj, "ts"));
+    }
+    o.push('\n');
+    o
+}
+
+/// An alarm seen on the wire (a subscription to `{prefix}/#` sees them).
+fn render_alarm(topic: Option<&str>, obj: &serde_json::Map<String, serde_json::Value>) -> String {
+    let mut o = format!(
+        "-- alarm {} on {}: {} {}",
+        field(obj, "id"),
+        topic.unwrap_or("-"),
+        field(obj, "code"),
+        field(obj, "severity")
+    );
+    if let Some(serde_json::Value::String(m)) = obj.get("message") {
+        let m: String = m.chars().take(80).collect();
+        let _ = write!(o, " · {}", m.replace('\n', " "));
+    }
+    o.push('\n');
+    o
 }
 
 /// serde's message, its position counted from the start of the input line
@@ -180,7 +261,18 @@ fn render(v: &View) -> String {
     } else {
         format!(" · alarm {}", v.alarm_id)
     };
-    let head = format!("== {} · {}{} ", or_dash(&v.equipment), or_dash(&v.code), id);
+    let severity = if v.severity.is_empty() {
+        String::new()
+    } else {
+        format!(" · {}", v.severity)
+    };
+    let head = format!(
+        "== {} · {}{}{} ",
+        or_dash(&v.equipment),
+        or_dash(&v.code),
+        id,
+        severity
+    );
     let _ = writeln!(
         o,
         "{head}{}",
@@ -238,21 +330,21 @@ fn render(v: &View) -> String {
     o
 }
 
+/// A rejection in one line: which alarm (when its id could be read), on
+/// which topic, and why.
 fn render_error(topic: Option<&str>, e: &ErrorView) -> String {
-    let mut o = String::new();
     let on = if e.topic.is_empty() {
         topic.unwrap_or("-")
     } else {
         &e.topic
     };
-    let head = format!("== rejected alarm on {on} ");
-    let _ = writeln!(
-        o,
-        "{head}{}",
-        "=".repeat(72usize.saturating_sub(head.chars().count()))
-    );
-    let _ = write!(o, "Reason: {}", e.reason);
-    if let Some(b) = e.bytes {
+    let id = match &e.alarm_id {
+        Some(id) => format!(" {id}"),
+        None => String::new(),
+    };
+    let mut o = format!("!! rejected alarm{id} on {on}: {}", e.reason);
+    // Size rejections already say the size.
+    if let Some(b) = e.bytes.filter(|_| !e.reason.contains("bytes")) {
         let _ = write!(o, " ({b} bytes)");
     }
     o.push('\n');
@@ -451,15 +543,42 @@ mod tests {
         assert!(e.starts_with("line 3: not JSON"), "{e}");
     }
 
+    // Issue 31: `mosquitto_sub -v -t 'tidewatch/#' | tidewatch show` failed
+    // every status message with "not a diagnosis (missing field `summary`)".
+    #[test]
+    fn status_messages_are_one_line_each() {
+        let t = render_line(4, r#"tidewatch/status {"state":"online","slots":1,"diagnosed":3,"degraded":0,"rejected":1,"replayed":2,"queue_depth":0,"ts":"2026-12-02T10:00:00Z"}"#)
+            .unwrap()
+            .unwrap();
+        assert_eq!(t, "-- tidewatch/status: online · diagnosed 3 · degraded 0 · rejected 1 · replayed 2 · queued 0 · at 2026-12-02T10:00:00Z\n");
+        let t = render_line(5, r#"tidewatch/status {"state":"offline"}"#)
+            .unwrap()
+            .unwrap();
+        assert!(
+            t.starts_with("-- tidewatch/status: offline (last will"),
+            "{t}"
+        );
+        let t = render_line(5, r#"tidewatch/status {"state":"offline","ts":"t"}"#)
+            .unwrap()
+            .unwrap();
+        assert_eq!(t, "-- tidewatch/status: offline at t\n");
+    }
+
+    #[test]
+    fn alarms_and_other_objects_on_a_wide_subscription_are_one_line_each() {
+        let t = render_line(1, r#"tidewatch/alarm/ME1 {"id":"a-1","ts":"t","equipment":"ME1","code":"ME-JCW-TEMP-HI","severity":"major","message":"jacket\nwater hot"}"#)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            t,
+            "-- alarm a-1 on tidewatch/alarm/ME1: ME-JCW-TEMP-HI major · jacket water hot\n"
+        );
+        let t = render_line(2, r#"other/topic {"x":1}"#).unwrap().unwrap();
+        assert_eq!(t, "-- other/topic: `{\"x\":1}`\n");
+    }
+
     #[test]
     fn json_that_is_not_a_diagnosis_is_an_error_naming_the_line() {
-        let e = render_line(4, r#"tidewatch/status {"state":"online","slots":1}"#)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("line 4: not a diagnosis (missing field `summary`"),
-            "{e}"
-        );
         let e = render_line(5, "[1,2]").unwrap_err().to_string();
         assert!(
             e.starts_with("line 5: not a diagnosis (a JSON object"),
@@ -488,10 +607,18 @@ mod tests {
         let text = render_line(1, line).unwrap().unwrap();
         assert_eq!(
             text,
-            format!(
-                "== rejected alarm on tidewatch/alarm/ME1 {}\nReason: field id is required (42 bytes)\n",
-                "=".repeat(31)
-            )
+            "!! rejected alarm on tidewatch/alarm/ME1: field id is required (42 bytes)\n"
+        );
+    }
+
+    // Issue 31: "payload is 20128 bytes, over the 8192-byte limit (20128 bytes)".
+    #[test]
+    fn a_rejection_says_its_size_once_and_names_the_alarm_when_known() {
+        let line = r#"tidewatch/error {"topic":"tidewatch/alarm/ME1","reason":"payload is 20128 bytes, over the 8192-byte limit","bytes":20128,"alarm_id":"a-7","ts":"t"}"#;
+        let text = render_line(1, line).unwrap().unwrap();
+        assert_eq!(
+            text,
+            "!! rejected alarm a-7 on tidewatch/alarm/ME1: payload is 20128 bytes, over the 8192-byte limit\n"
         );
     }
 }

@@ -80,3 +80,40 @@ fn show_goes_on_after_a_bad_line_and_exits_1_naming_it() {
         "{err}"
     );
 }
+
+// Issue 31: the obvious pipe, `mosquitto_sub -v -t 'tidewatch/#' | tidewatch
+// show`, printed "not a diagnosis (missing field `summary`)" for every status
+// message and exited 1.
+#[test]
+fn the_whole_prefix_piped_in_shows_status_and_errors_one_line_each_and_exits_0() {
+    let input = format!(
+        "{}{}\n{}\n{}\n{}",
+        r#"tidewatch-demo/status {"state":"online","model":"m.gguf","slots":1,"diagnosed":0,"degraded":0,"rejected":0,"replayed":0,"queue_depth":0,"ts":"2026-12-02T10:00:00Z"}"#,
+        "",
+        r#"tidewatch-demo/alarm/BUOY-07 {"id":"demo-3","ts":"2026-12-02T10:00:01Z","equipment":"BUOY-07","code":"BAT-VOLT-LO","severity":"major"}"#,
+        r#"tidewatch-demo/error {"topic":"tidewatch-demo/alarm/BUOY-07","reason":"field ts is required","bytes":40,"alarm_id":"demo-4","ts":"2026-12-02T10:00:02Z"}"#,
+        fixture()
+    );
+    let out = show(&input);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.is_empty(), "{err}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(
+        lines[0],
+        "-- tidewatch-demo/status: online · diagnosed 0 · degraded 0 · rejected 0 · replayed 0 · queued 0 · at 2026-12-02T10:00:00Z"
+    );
+    assert_eq!(
+        lines[1],
+        "-- alarm demo-3 on tidewatch-demo/alarm/BUOY-07: BAT-VOLT-LO major"
+    );
+    assert_eq!(
+        lines[2],
+        "!! rejected alarm demo-4 on tidewatch-demo/alarm/BUOY-07: field ts is required (40 bytes)"
+    );
+    assert!(
+        lines[3].starts_with("== BUOY-07 · BAT-VOLT-LO · alarm demo-3 "),
+        "{text}"
+    );
+}

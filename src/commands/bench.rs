@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::{print_json, CommandError};
 use crate::cli::BenchArgs;
@@ -12,9 +12,10 @@ use crate::config::Config;
 use crate::measure::bench;
 
 fn bench_retrieval(a: &BenchArgs) -> Result<(), CommandError> {
-    let cases = crate::measure::eval::load_cases(&a.cases)?;
+    let cases = crate::measure::eval::load_cases(&super::cases_file(a.cases.clone(), None)?)?;
+    let knowledge = super::knowledge_dir(a.knowledge.clone())?;
     let work = std::env::temp_dir().join(format!("tidewatch-bench-{}", std::process::id()));
-    let r = bench::retrieval(&a.knowledge, &cases, a.passages, &work);
+    let r = bench::retrieval(&knowledge, &cases, a.passages, &work);
     let _ = std::fs::remove_dir_all(&work);
     let r = r?;
     let mut out = std::io::stdout().lock();
@@ -81,7 +82,7 @@ async fn bench_worker(cfg: Config, a: &BenchArgs, spec: &str) -> Result<(), Comm
     let combo: bench::Combo = serde_json::from_str(spec)
         .map_err(|e| CommandError::Usage(format!("bad --worker spec: {e}")))?;
     let cases = if combo.rag_cases > 0 {
-        crate::measure::eval::load_cases(&a.cases)?
+        crate::measure::eval::load_cases(a.cases.as_deref().unwrap_or(Path::new("")))?
     } else {
         Vec::new()
     };
@@ -186,12 +187,12 @@ fn measure_in_child(
     what: String,
 ) -> Result<bench::ComboResult, CommandError> {
     let spec = serde_json::to_string(c).unwrap_or_default();
-    let out = std::process::Command::new(exe)
-        .arg("bench")
-        .arg("--config")
-        .arg(cfg_path)
-        .arg("--cases")
-        .arg(&a.cases)
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("bench").arg("--config").arg(cfg_path);
+    if let Some(cases) = &a.cases {
+        cmd.arg("--cases").arg(cases);
+    }
+    let out = cmd
         .arg("--memory-budget")
         .arg(&a.memory_budget)
         .arg("--os-reserve")
@@ -239,7 +240,7 @@ fn accuracies(
             .args(["eval", "--json", "--config"])
             .arg(cfg_path)
             .arg("--cases")
-            .arg(&a.cases)
+            .arg(a.cases.as_deref().unwrap_or(Path::new("")))
             .arg("--limit")
             .arg(a.eval_cases.to_string())
             .arg("--model")
@@ -336,7 +337,7 @@ fn check_overhead(results: &[bench::ComboResult], max: Option<f64>) -> Result<()
 
 /// Dispatches `bench`: --retrieval, the parent over all combinations, or
 /// the `--worker` child measuring one.
-pub fn run(a: BenchArgs) -> Result<(), CommandError> {
+pub fn run(mut a: BenchArgs) -> Result<(), CommandError> {
     if a.retrieval {
         return bench_retrieval(&a);
     }
@@ -347,6 +348,13 @@ pub fn run(a: BenchArgs) -> Result<(), CommandError> {
     };
     let cfg = crate::config::load(&path)?;
     crate::logging::init("warn");
+    // Resolved once, here: the children get the same file by --cases.
+    if a.worker.is_none() && (a.rag_cases > 0 || a.decide) {
+        a.cases = Some(super::cases_file(
+            a.cases.take(),
+            Some(&cfg.knowledge.index),
+        )?);
+    }
     match &a.worker {
         Some(spec) => super::runtime()?.block_on(bench_worker(cfg, &a, spec)),
         None => bench_models(&path, &cfg, &a),

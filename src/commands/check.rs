@@ -37,6 +37,8 @@ fn check_config(cfg: &Config, offline: bool) -> Result<(), CommandError> {
     if offline {
         return Ok(());
     }
+    crate::config::check_files(cfg)?;
+    writeln!(out, "  state_dir {}: writable", cfg.state_dir.display())?;
     let idx = Index::open(&cfg.knowledge.index)?;
     writeln!(
         out,

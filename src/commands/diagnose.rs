@@ -4,17 +4,34 @@
 use super::{print_json, CommandError};
 use crate::config::Config;
 
-async fn diagnose(cfg: Config, alarm_path: &std::path::Path) -> Result<(), CommandError> {
-    let bytes = std::fs::read(alarm_path).map_err(|e| CommandError::Alarm {
-        path: alarm_path.to_owned(),
-        reason: e.to_string(),
-    })?;
-    let alarm = crate::alarm::parse(&bytes, None, cfg.mqtt.max_alarm_bytes).map_err(|e| {
-        CommandError::Alarm {
-            path: alarm_path.to_owned(),
-            reason: e.to_string(),
+/// The alarm's bytes from `path` ("-": stdin). A line of the eval set
+/// (`{"case": .., "alarm": {..}, "gold": ..}`) gives its `alarm`, so a case
+/// can be tried as it is: `head -1 alarms.jsonl | tidewatch diagnose -a -`.
+fn alarm_bytes(path: &std::path::Path) -> Result<Vec<u8>, String> {
+    let bytes = if path.as_os_str() == "-" {
+        let mut b = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut b)
+            .map_err(|e| e.to_string())?;
+        b
+    } else {
+        std::fs::read(path).map_err(|e| e.to_string())?
+    };
+    match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(v) if v.get("case").is_some() && v.get("alarm").is_some_and(|a| a.is_object()) => {
+            serde_json::to_vec(&v["alarm"]).map_err(|e| e.to_string())
         }
-    })?;
+        _ => Ok(bytes),
+    }
+}
+
+async fn diagnose(cfg: Config, alarm_path: &std::path::Path) -> Result<(), CommandError> {
+    let bad = |reason: String| CommandError::Alarm {
+        path: alarm_path.to_owned(),
+        reason,
+    };
+    let bytes = alarm_bytes(alarm_path).map_err(bad)?;
+    let alarm = crate::alarm::parse(&bytes, None, cfg.mqtt.max_alarm_bytes)
+        .map_err(|e| bad(e.to_string()))?;
     let (pipeline, mut slots) = crate::load::pipeline(cfg, true).await?;
     let d = pipeline.diagnose(&mut slots[0], &alarm).await;
     print_json(&mut std::io::stdout().lock(), &d)?;
@@ -29,5 +46,27 @@ async fn diagnose(cfg: Config, alarm_path: &std::path::Path) -> Result<(), Comma
 /// Loads the config and runs `diagnose` on the command runtime.
 pub fn run(config: &std::path::Path, alarm: &std::path::Path) -> Result<(), CommandError> {
     let cfg = super::load_config(config)?;
+    crate::config::check_files(&cfg)?;
     super::runtime()?.block_on(diagnose(cfg, alarm))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_eval_set_line_gives_its_alarm_and_a_bare_alarm_is_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = dir.path().join("case.json");
+        std::fs::write(
+            &line,
+            r#"{"case": "ship-001", "lang": "en", "alarm": {"id": "ship-001", "code": "X"}, "gold": {}}"#,
+        )
+        .unwrap();
+        let got: serde_json::Value = serde_json::from_slice(&alarm_bytes(&line).unwrap()).unwrap();
+        assert_eq!(got, serde_json::json!({"id": "ship-001", "code": "X"}));
+        let bare = dir.path().join("alarm.json");
+        std::fs::write(&bare, r#"{"id": "a"}"#).unwrap();
+        assert_eq!(alarm_bytes(&bare).unwrap(), br#"{"id": "a"}"#.to_vec());
+    }
 }

@@ -149,7 +149,8 @@ pub fn run(a: EvalArgs) -> Result<(), CommandError> {
                 ))
             }
         };
-        return eval_retrieval(&index, &a.cases, a.limit, a.json);
+        let cases = super::cases_file(a.cases, Some(&index))?;
+        return eval_retrieval(&index, &cases, a.limit, a.json);
     }
     let Some(config) = a.config else {
         return Err(CommandError::Usage(
@@ -158,9 +159,10 @@ pub fn run(a: EvalArgs) -> Result<(), CommandError> {
     };
     let cfg = crate::config::load(&config)?;
     crate::logging::init("warn");
+    let cases = super::cases_file(a.cases, Some(&cfg.knowledge.index))?;
     let run = EvalRun {
         model: a.model,
-        cases: &a.cases,
+        cases: &cases,
         limit: a.limit,
         style: &a.style,
         json: a.json,

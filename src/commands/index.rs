@@ -1,16 +1,62 @@
-//! `tidewatch index build` and `tidewatch query`: the knowledge index from
-//! the command line.
+//! `tidewatch index build`, `index check` and `tidewatch query`: the
+//! manuals and their index from the command line.
 
 use std::io::Write;
+use std::path::Path;
 
+use super::lint::{self, Severity};
 use super::CommandError;
 use crate::retrieval::{Index, Query};
 
-pub fn build(knowledge: &std::path::Path, out: &std::path::Path) -> Result<(), CommandError> {
+/// Lints the manuals in `knowledge` and prints every problem on stderr;
+/// an error (or, with `strict`, a warning) fails the command.
+fn check_manuals(knowledge: &Path, strict: bool) -> Result<lint::Report, CommandError> {
+    let report = lint::lint_dir(knowledge)?;
+    let mut err = std::io::stderr().lock();
+    for p in &report.problems {
+        writeln!(err, "{p}")?;
+    }
+    let (errors, warnings) = (
+        report.count(Severity::Error),
+        report.count(Severity::Warning),
+    );
+    if errors > 0 || (strict && warnings > 0) {
+        return Err(CommandError::Manuals {
+            dir: knowledge.to_owned(),
+            errors,
+            warnings,
+        });
+    }
+    Ok(report)
+}
+
+/// `index check DIR`: lints, writes nothing.
+pub fn check(knowledge: &Path, strict: bool) -> Result<(), CommandError> {
+    let r = check_manuals(knowledge, strict)?;
+    eprintln!(
+        "{}: {} manuals, {} alarm codes, {} lists of causes or checks ({} items): {} warnings",
+        knowledge.display(),
+        r.manuals,
+        r.codes,
+        r.lists,
+        r.items,
+        r.count(Severity::Warning)
+    );
+    Ok(())
+}
+
+/// `index build`: lints (failing as `check` does, before anything is
+/// written), then builds the index and replaces `out` whole.
+pub fn build(knowledge: &Path, out: &Path, strict: bool) -> Result<(), CommandError> {
     let t = std::time::Instant::now();
+    let r = check_manuals(knowledge, strict)?;
     let (docs, passages, bytes) = crate::retrieval::build_file(knowledge, out)?;
     eprintln!(
-        "indexed {docs} documents into {passages} passages: {} ({bytes} bytes, {:.0} ms)",
+        "indexed {docs} manuals ({} alarm codes, {} lists of causes or checks, {} items; {} warnings) into {passages} passages: {} ({bytes} bytes, {:.0} ms)",
+        r.codes,
+        r.lists,
+        r.items,
+        r.count(Severity::Warning),
         out.display(),
         t.elapsed().as_secs_f64() * 1e3
     );

@@ -7,10 +7,11 @@ pub mod check;
 pub mod diagnose;
 pub mod eval;
 pub mod index;
+pub mod lint;
 pub mod show;
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CommandError {
@@ -41,6 +42,12 @@ pub enum CommandError {
         model: String,
         shortfall: f64,
         max: f64,
+    },
+    #[error("{dir}: {errors} errors and {warnings} warnings in the manuals (each named above as file:line; docs/manuals.md is the format)")]
+    Manuals {
+        dir: PathBuf,
+        errors: usize,
+        warnings: usize,
     },
     #[error("--top-k must be 1..=50, got {0}")]
     TopK(usize),
@@ -76,6 +83,64 @@ pub fn is_config_error(e: &(dyn std::error::Error + 'static)) -> bool {
             .is_some_and(LoadError::is_config)
 }
 
+/// Where the eval set is looked for when `--cases` is not given, best
+/// first: `eval/alarms.jsonl` beside the index (an installed index), the
+/// installed package's copy (`/usr/share/tidewatch` beside `/usr/bin`), and
+/// the source tree's when this binary is a build in `target/*/`. Never the
+/// working directory: a command must mean the same thing from anywhere.
+pub fn eval_set_candidates(index: Option<&Path>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(dir) = index.and_then(Path::parent) {
+        out.push(dir.join("eval/alarms.jsonl"));
+    }
+    if let Some(bin) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_owned))
+    {
+        out.push(bin.join("../share/tidewatch/eval/alarms.jsonl"));
+        out.push(bin.join("../../knowledge/eval/alarms.jsonl"));
+    }
+    out
+}
+
+/// `--cases` as given, or the first eval set of `eval_set_candidates`.
+pub fn cases_file(given: Option<PathBuf>, index: Option<&Path>) -> Result<PathBuf, CommandError> {
+    if let Some(p) = given {
+        return Ok(p);
+    }
+    let tried = eval_set_candidates(index);
+    tried
+        .iter()
+        .find(|p| p.is_file())
+        .cloned()
+        .ok_or_else(|| {
+            CommandError::Usage(format!(
+                "no --cases FILE given, and no eval set at {}; give --cases (the source tree has knowledge/eval/alarms.jsonl)",
+                tried
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })
+}
+
+/// `bench --retrieval`'s manuals: `--knowledge` as given, or the source
+/// tree's `knowledge/` when this binary is a build in `target/*/`.
+pub fn knowledge_dir(given: Option<PathBuf>) -> Result<PathBuf, CommandError> {
+    if let Some(p) = given {
+        return Ok(p);
+    }
+    let tree = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|b| b.join("../../knowledge")));
+    tree.filter(|p| p.is_dir()).ok_or_else(|| {
+        CommandError::Usage(
+            "no --knowledge DIR given, and this binary is not a build in a source tree; give --knowledge".into(),
+        )
+    })
+}
+
 /// The async runtime every command that loads the model runs on. Two
 /// workers are plenty: heavy work runs on slot threads, not on tokio.
 pub fn runtime() -> Result<tokio::runtime::Runtime, CommandError> {
@@ -98,20 +163,74 @@ fn load_config(path: &std::path::Path) -> Result<crate::config::Config, CommandE
     Ok(cfg)
 }
 
-/// A report as JSON, or as one `key value` line per field.
+/// A report as JSON, or as a table a person reads: one row per figure,
+/// nested parts under dotted names, numbers rounded to what they can tell.
 fn print_report<T: serde::Serialize>(r: &T, json: bool) -> Result<(), CommandError> {
     let mut out = std::io::stdout().lock();
     if json {
         print_json(&mut out, r)?;
     } else {
         let v = serde_json::to_value(r).unwrap_or_default();
-        if let Some(m) = v.as_object() {
-            for (k, v) in m {
-                writeln!(out, "{k:<24} {v}")?;
-            }
+        let mut rows = Vec::new();
+        table_rows("", &v, &mut rows);
+        let width = rows
+            .iter()
+            .map(|(k, _)| k.chars().count())
+            .max()
+            .unwrap_or(0);
+        for (k, v) in rows {
+            writeln!(out, "{k:<width$}  {v}")?;
         }
     }
     Ok(())
+}
+
+/// Flattens a report into (name, value) rows.
+fn table_rows(key: &str, v: &serde_json::Value, rows: &mut Vec<(String, String)>) {
+    use serde_json::Value;
+    let name = |k: &str| {
+        if key.is_empty() {
+            k.to_string()
+        } else {
+            format!("{key}.{k}")
+        }
+    };
+    match v {
+        Value::Object(m) => {
+            for (k, v) in m {
+                table_rows(&name(k), v, rows);
+            }
+        }
+        Value::Array(a) if a.iter().any(|x| x.is_object() || x.is_array()) => {
+            for (i, x) in a.iter().enumerate() {
+                table_rows(&format!("{key}[{i}]"), x, rows);
+            }
+        }
+        Value::Array(a) => rows.push((
+            key.to_string(),
+            a.iter().map(cell).collect::<Vec<_>>().join(", "),
+        )),
+        other => rows.push((key.to_string(), cell(other))),
+    }
+}
+
+/// One value as a table cell: a string without quotes, a float to three
+/// significant places (the runs vary more than that), null as "-".
+fn cell(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => "-".into(),
+        serde_json::Value::Number(n) if n.is_f64() => {
+            let f = n.as_f64().unwrap_or_default();
+            match f.abs() {
+                a if a >= 100.0 || a == 0.0 => format!("{f:.0}"),
+                a if a >= 10.0 => format!("{f:.1}"),
+                a if a >= 1.0 => format!("{f:.2}"),
+                _ => format!("{f:.3}"),
+            }
+        }
+        other => other.to_string(),
+    }
 }
 
 fn print_json(out: &mut impl Write, v: &impl serde::Serialize) -> std::io::Result<()> {
@@ -120,4 +239,63 @@ fn print_json(out: &mut impl Write, v: &impl serde::Serialize) -> std::io::Resul
         "{}",
         serde_json::to_string_pretty(v).unwrap_or_default()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Issue 31: `eval` without --json printed a raw key dump
+    // (`gen_tokens_per_s_p50 82.43366099942428`, `style "Schema"`).
+    #[test]
+    fn a_report_reads_as_a_table() {
+        let v = serde_json::json!({
+            "style": "Schema",
+            "gen_tokens_per_s_p50": 82.43366099942428,
+            "accuracy": 0.9411764705882353,
+            "cases": 118,
+            "ttft": null,
+            "modes": [{"mode": "chosen", "latency_ms_p50": 5231.7}],
+            "langs": ["en", "zh"],
+        });
+        let mut rows = Vec::new();
+        table_rows("", &v, &mut rows);
+        let rows: Vec<String> = rows.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        for want in [
+            "style Schema",
+            "gen_tokens_per_s_p50 82.4",
+            "accuracy 0.941",
+            "cases 118",
+            "ttft -",
+            "modes[0].mode chosen",
+            "modes[0].latency_ms_p50 5232",
+            "langs en, zh",
+        ] {
+            assert!(rows.iter().any(|r| r == want), "{want:?} not in {rows:#?}");
+        }
+    }
+
+    // Issue 31: `bench` worked only from the repository root ("cases file
+    // knowledge/eval/alarms.jsonl: No such file or directory").
+    #[test]
+    fn the_eval_set_is_found_beside_the_index_not_in_the_working_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = dir.path().join("knowledge.twx");
+        assert_eq!(
+            eval_set_candidates(Some(&index))[0],
+            dir.path().join("eval/alarms.jsonl")
+        );
+        std::fs::create_dir(dir.path().join("eval")).unwrap();
+        std::fs::write(dir.path().join("eval/alarms.jsonl"), "{}").unwrap();
+        assert_eq!(
+            cases_file(None, Some(&index)).unwrap(),
+            dir.path().join("eval/alarms.jsonl")
+        );
+        let given = PathBuf::from("mine.jsonl");
+        assert_eq!(
+            cases_file(Some(given.clone()), Some(&index)).unwrap(),
+            given
+        );
+        assert!(eval_set_candidates(None).iter().all(|p| p.is_absolute()));
+    }
 }

@@ -79,10 +79,11 @@ fn show_lines(
             path: String::new(),
             error,
         })?;
-        while record.trim_start().starts_with('{')
+        while payload_of(&record).starts_with('{')
             && record.len() < MAX_RECORD_BYTES
             && lines.peek().is_some()
-            && serde_json::from_str::<serde::de::IgnoredAny>(&record).is_err_and(|e| e.is_eof())
+            && serde_json::from_str::<serde::de::IgnoredAny>(payload_of(&record))
+                .is_err_and(|e| e.is_eof())
         {
             let Some((_, next)) = lines.next() else { break };
             let next = next.map_err(|error| ShowError::Read {
@@ -113,6 +114,16 @@ fn show_lines(
     Ok(())
 }
 
+/// The JSON part of a record: all of it, or what follows the topic of a
+/// `mosquitto_sub -v` line (a payload with newlines spans lines there too).
+fn payload_of(record: &str) -> &str {
+    let r = record.trim_start();
+    if r.starts_with('{') {
+        return r;
+    }
+    r.split_once(' ').map_or("", |(_, p)| p.trim_start())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,6 +143,20 @@ mod tests {
         show_lines(input.as_bytes(), &mut out, &mut err, &mut counts).unwrap();
         assert_eq!(counts, (0, 2), "{}", String::from_utf8_lossy(&err));
         assert_eq!(String::from_utf8(out).unwrap().matches("== ME1").count(), 2);
+    }
+
+    // Issue 31 walkthrough: `mosquitto_pub -m` with a payload written over
+    // three lines arrives from `mosquitto_sub -v` as three lines.
+    #[test]
+    fn a_topic_line_whose_payload_spans_lines_is_one_record() {
+        let input = "tw/alarm/ME1 {\"id\":\"a-1\",\"ts\":\"t\",\n  \"code\":\"X\",\"severity\":\"major\"}\n";
+        let (mut out, mut err, mut counts) = (Vec::new(), Vec::new(), (0, 0));
+        show_lines(input.as_bytes(), &mut out, &mut err, &mut counts).unwrap();
+        assert_eq!(counts, (0, 1), "{}", String::from_utf8_lossy(&err));
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "-- alarm a-1 on tw/alarm/ME1: X major\n"
+        );
     }
 
     #[test]

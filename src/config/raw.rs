@@ -8,14 +8,15 @@
 
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The file as written, before validation. Field defaults live here so the
 /// example config and the code cannot drift: an absent key means the default.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
     pub state_dir: PathBuf,
+    #[serde(default)]
     pub mqtt: RawMqtt,
     pub knowledge: RawKnowledge,
     pub llm: RawLlm,
@@ -31,7 +32,7 @@ pub struct RawConfig {
     pub log: RawLog,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawMqtt {
     #[serde(default = "default_host")]
@@ -50,7 +51,23 @@ pub struct RawMqtt {
     pub tls: Option<RawTls>,
 }
 
-#[derive(Debug, Deserialize)]
+impl Default for RawMqtt {
+    fn default() -> Self {
+        Self {
+            host: default_host(),
+            port: default_port(),
+            client_id: None,
+            topic_prefix: default_prefix(),
+            username: None,
+            password: None,
+            keep_alive_s: default_keep_alive(),
+            max_alarm_bytes: default_max_alarm_bytes(),
+            tls: None,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawTls {
     pub ca: PathBuf,
@@ -58,7 +75,7 @@ pub struct RawTls {
     pub key: Option<PathBuf>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawKnowledge {
     pub index: PathBuf,
@@ -66,7 +83,7 @@ pub struct RawKnowledge {
     pub top_k: usize,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawLlm {
     pub model: PathBuf,
@@ -119,7 +136,7 @@ pub struct RawLlm {
     pub item_tokens: u32,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawWatchdog {
     #[serde(default = "default_stall")]
@@ -140,7 +157,7 @@ impl Default for RawWatchdog {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawQueue {
     #[serde(default = "default_queue_capacity")]
@@ -158,7 +175,7 @@ impl Default for RawQueue {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawOutbox {
     #[serde(default = "default_outbox_bytes")]
@@ -173,7 +190,7 @@ impl Default for RawOutbox {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawInbox {
     #[serde(default = "default_inbox_bytes")]
@@ -188,7 +205,7 @@ impl Default for RawInbox {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawLog {
     #[serde(default = "default_log_level")]
@@ -283,7 +300,7 @@ fn default_answer() -> String {
     "chosen".into()
 }
 
-/// Set by measurement (README, "Chosen answers, measured"): under the
+/// Set by measurement (docs/measurements.md, "Chosen answers, measured"): under the
 /// 15-word instruction the stand-in's summaries run 24 tokens p50; the cap
 /// stops the long ones, and a cap of 24 cut most and named fewer causes.
 fn default_summary_tokens() -> u32 {
@@ -297,7 +314,7 @@ fn default_summary() -> String {
     "last".into()
 }
 
-/// Set by measurement (README, "Chosen answers, measured"): on the 118 eval
+/// Set by measurement (docs/measurements.md, "Chosen answers, measured"): on the 118 eval
 /// alarms with the stand-in, heads of 1 token (or up to the branch point)
 /// chose causes as well as heads of 2 (recall 0.982 vs 0.985, accuracy 1.0)
 /// and fed 21 tokens per answer instead of 27 (heads of 6 fed 57 on 24).

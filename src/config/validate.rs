@@ -2,10 +2,11 @@
 //! time, and says which key is wrong and why. Also the syntax of a CPU list
 //! (`llm.cpus`).
 //!
-//! Paths are checked for shape only, never opened; the only thing read from
-//! the system is the hostname, for the default MQTT client id.
+//! Paths are checked for shape only, never opened (relative ones are made
+//! relative to the config file's folder); the only thing read from the
+//! system is the hostname, for the default MQTT client id.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::checked::{
@@ -60,15 +61,26 @@ fn in_range<T: PartialOrd + std::fmt::Display + Copy>(
 pub(super) fn into_checked(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
     let RawConfig {
         state_dir,
-        mqtt: m,
-        knowledge: k,
-        llm: l,
+        mqtt: mut m,
+        knowledge: mut k,
+        llm: mut l,
         watchdog: w,
         queue: q,
         outbox: o,
         inbox: i,
         log,
     } = raw;
+    // A config written next to its index and model (`index = "k.twx"`)
+    // must mean the same file whichever directory tidewatch starts in.
+    let dir = path.parent().unwrap_or(Path::new(""));
+    let state_dir = beside(dir, state_dir);
+    k.index = beside(dir, k.index);
+    l.model = beside(dir, l.model);
+    if let Some(t) = m.tls.as_mut() {
+        t.ca = beside(dir, std::mem::take(&mut t.ca));
+        t.cert = t.cert.take().map(|c| beside(dir, c));
+        t.key = t.key.take().map(|c| beside(dir, c));
+    }
     let sections = || -> Result<Config, Bad> {
         if state_dir.as_os_str().is_empty() {
             return Err(("state_dir", "must not be empty".into()));
@@ -95,6 +107,16 @@ pub(super) fn into_checked(raw: RawConfig, path: &Path) -> Result<Config, Config
         problem,
         path: path.to_owned(),
     })
+}
+
+/// `p` as seen from the config file's folder `dir`; an absolute or empty
+/// path stays as it is (empty is refused by its own check).
+fn beside(dir: &Path, p: PathBuf) -> PathBuf {
+    if p.is_absolute() || p.as_os_str().is_empty() {
+        p
+    } else {
+        dir.join(p)
+    }
 }
 
 fn broker_connection(m: RawMqtt) -> Result<MqttConfig, Bad> {

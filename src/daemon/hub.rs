@@ -486,8 +486,11 @@ impl Hub {
     /// since a full client queue refuses the request rather than wait.
     fn subscribe(&mut self) {
         self.subscribed_ms = self.s.now_ms();
+        // Wider than `{prefix}/alarm/+`: an alarm one level off
+        // (`{prefix}/alarm`, `{prefix}/alarm/vessel1/ME1`) is taken in to be
+        // rejected with a report naming the form, not dropped by the broker.
         if let Err(e) = self.client.try_subscribe(
-            self.topics.alarms(),
+            format!("{}/alarm/#", self.topics.prefix),
             rumqttc::v5::mqttbytes::QoS::AtLeastOnce,
         ) {
             tracing::warn!(error = %e, "cannot subscribe to alarms yet; retrying");
@@ -582,13 +585,18 @@ impl Hub {
             .chars()
             .take(256)
             .collect();
-        tracing::warn!(topic = %topic, reason = %reason, bytes = p.payload.len(), "alarm rejected");
-        self.publish_error(serde_json::json!({
+        let alarm_id = readable_id(&p.payload);
+        tracing::warn!(topic = %topic, reason = %reason, bytes = p.payload.len(), alarm_id = alarm_id.as_deref().unwrap_or("-"), "alarm rejected");
+        let mut err = serde_json::json!({
             "topic": topic,
             "reason": reason,
             "bytes": p.payload.len(),
             "ts": crate::diagnosis::now_rfc3339(),
-        }));
+        });
+        if let Some(id) = alarm_id {
+            err["alarm_id"] = id.into();
+        }
+        self.publish_error(err);
         // A reject read on a lost connection is reported again when the
         // broker redelivers it; its handle must not ack on the new one.
         if live {
@@ -614,8 +622,12 @@ impl Hub {
     /// The alarm a publish on `topic` carries, or why it is not one: the one
     /// check for what comes in and what the inbox replays.
     fn read_alarm(&self, topic: &str, payload: &[u8]) -> Result<Alarm, String> {
-        let equipment =
-            alarm::equipment_from_topic(&self.topics.prefix, topic).map_err(|e| e.to_string())?;
+        let equipment = alarm::equipment_from_topic(&self.topics.prefix, topic).map_err(|_| {
+            format!(
+                "topic {topic:?} is not {}/alarm/{{equipment}}: one topic level after alarm/, the equipment id",
+                self.topics.prefix
+            )
+        })?;
         alarm::parse(payload, Some(equipment), self.mqtt.max_alarm_bytes).map_err(|e| e.to_string())
     }
 
@@ -823,6 +835,21 @@ fn status_line(v: &serde_json::Value) -> String {
         v["outbox_pending"],
         v["denied"]
     )
+}
+
+/// The `id` of a rejected alarm, when its payload is JSON with a string id:
+/// the report then names the alarm its sender knows. Payloads past 1 MiB are
+/// not parsed for it.
+fn readable_id(payload: &[u8]) -> Option<String> {
+    if payload.len() > 1 << 20 {
+        return None;
+    }
+    #[derive(serde::Deserialize)]
+    struct Id {
+        id: String,
+    }
+    let id = serde_json::from_slice::<Id>(payload).ok()?.id;
+    Some(id.chars().take(64).collect())
 }
 
 #[cfg(test)]

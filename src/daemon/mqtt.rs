@@ -175,6 +175,27 @@ pub fn backoff(attempt: u32, jitter: f64) -> Duration {
     Duration::from_millis(base + j)
 }
 
+/// A session the broker closes sooner than this after accepting it counts
+/// toward the takeover hint and the growing delay.
+const SHORT_SESSION: Duration = Duration::from_secs(10);
+
+/// Whether a connection ended because another client took the session
+/// over (MQTT 5 DISCONNECT reason 0x8E, rumqttc's `SessionTakenOver`).
+pub fn taken_over(error: &str) -> bool {
+    error.contains("SessionTakenOver")
+}
+
+/// Takeovers in a row, which set the reconnect delay: one more for a
+/// takeover of a session that held under a minute, a new run of one for a
+/// later one, none once a connection ends otherwise.
+pub fn next_takeovers(before: u32, taken_over: bool, held: Duration) -> u32 {
+    match (taken_over, held < Duration::from_secs(60)) {
+        (false, _) => 0,
+        (true, true) => before.saturating_add(1),
+        (true, false) => 1,
+    }
+}
+
 /// What to look at when the broker refused a diagnosis with MQTT 5 reason
 /// `reason` (rumqttc's name for it).
 pub fn denial_hint(reason: &str, prefix: &str) -> String {
@@ -292,6 +313,12 @@ pub async fn run_poller(
     // is a different problem for the operator reading the journal.
     let mut connected = false;
     let mut conn = 0u64;
+    let (host, port) = eventloop.options.broker_address();
+    let broker = format!("{host}:{port}");
+    let client_id = eventloop.options.client_id();
+    // Two clients with one id throw each other off at every connect; each
+    // connect succeeds, so `failures` alone would never grow the delay.
+    let (mut takeovers, mut connected_at) = (0u32, std::time::Instant::now());
     loop {
         let ev = tokio::select! {
             _ = stop.cancelled() => return,
@@ -302,6 +329,7 @@ pub async fn run_poller(
             Ok(Event::Incoming(Packet::ConnAck(ack))) => {
                 failures = 0;
                 connected = true;
+                connected_at = std::time::Instant::now();
                 conn += 1;
                 let m = Inbound::Connected {
                     session_present: ack.session_present,
@@ -337,15 +365,29 @@ pub async fn run_poller(
         let dropped = drop_session(&mut eventloop);
         let (seen, hub_saw_it) = tokio::sync::oneshot::channel();
         let _ = tx.events.send(Inbound::Disconnected { dropped, seen });
-        let d = backoff(failures, rand::random::<f64>());
+        let text = e.to_string();
+        let held = connected_at.elapsed();
+        // mosquitto closes the old connection of a taken-over id, often
+        // before its DISCONNECT (reason SessionTakenOver) can be read.
+        let like_takeover = taken_over(&text)
+            || (connected && held < SHORT_SESSION && text.contains("closed by peer"));
+        takeovers = next_takeovers(takeovers, like_takeover, held);
+        let d = backoff(failures.max(takeovers), rand::random::<f64>());
         failures = failures.saturating_add(1);
         let retry_in_ms = d.as_millis() as u64;
-        if std::mem::take(&mut connected) {
-            tracing::warn!(error = %e, retry_in_ms, "mqtt connection lost");
+        if taken_over(&text) {
+            tracing::warn!(client_id = %client_id, broker = %broker, retry_in_ms, takeovers,
+                "mqtt session taken over: another client connected to {broker} with client id {client_id:?}, so the broker dropped this one; two daemons (or another program) share it: give each its own [mqtt] client_id");
+        } else if takeovers >= 2 {
+            tracing::warn!(client_id = %client_id, broker = %broker, retry_in_ms, takeovers,
+                "mqtt session closed by the broker {takeovers} times in a row within seconds of connecting: most likely another client uses client id {client_id:?} on {broker} (two daemons, or another program); give each its own [mqtt] client_id");
+        } else if std::mem::take(&mut connected) {
+            tracing::warn!(error = %text, broker = %broker, retry_in_ms, "mqtt connection lost with {broker}");
         } else {
-            let hint = connect_hint(&e).unwrap_or("");
-            tracing::warn!(error = %e, retry_in_ms, hint, "mqtt cannot connect");
+            let hint = connect_hint(&text).unwrap_or("");
+            tracing::warn!(error = %text, broker = %broker, retry_in_ms, hint, "mqtt cannot connect to {broker}");
         }
+        connected = false;
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = async { tokio::join!(tokio::time::sleep(d), hub_saw_it) } => {}
@@ -509,6 +551,27 @@ mod tests {
         assert!(h.contains("ACL") && h.contains("ship/diagnosis/#"), "{h}");
         assert!(denial_hint("TopicNameInvalid", "ship").contains("topic_prefix"));
         assert!(denial_hint("UnspecifiedError", "ship").contains("ship/diagnosis/#"));
+    }
+
+    // Issue 31: two daemons with one client id threw each other off about
+    // 3 times a second forever; the delay never grew.
+    #[test]
+    fn takeovers_in_a_row_grow_the_reconnect_delay_and_a_long_session_starts_over() {
+        let quick = Duration::from_millis(300);
+        let mut t = 0;
+        let mut delays = Vec::new();
+        for _ in 0..6 {
+            t = next_takeovers(t, true, quick);
+            delays.push(backoff(t, 0.0));
+        }
+        assert!(delays.windows(2).all(|w| w[0] <= w[1]), "{delays:?}");
+        assert_eq!(delays[5], Duration::from_millis(8_000));
+        assert_eq!(next_takeovers(t, true, Duration::from_secs(600)), 1);
+        assert_eq!(next_takeovers(t, false, quick), 0);
+        assert!(taken_over(
+            "Server sent disconnect with reason `None` and code 'SessionTakenOver' "
+        ));
+        assert!(!taken_over("I/O: Connection refused (os error 111)"));
     }
 
     #[test]

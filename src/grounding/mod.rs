@@ -241,6 +241,8 @@ mod tests {
             alarm_id: "a1".into(),
             equipment: "E1".into(),
             code: "X".into(),
+            alarm_ts: "2026-01-01T00:00:00Z".into(),
+            severity: "major".into(),
             summary: summary.into(),
             probable_causes: causes
                 .iter()

@@ -326,6 +326,8 @@ mod tests {
             alarm_id: "a1".into(),
             equipment: "ME1".into(),
             code: "LO-PRESS-LO".into(),
+            alarm_ts: "2026-01-01T00:00:00Z".into(),
+            severity: "major".into(),
             summary: "low lube oil pressure".into(),
             probable_causes: vec![crate::diagnosis::Cause {
                 cause: "clogged filter".into(),

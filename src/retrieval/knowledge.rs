@@ -35,7 +35,7 @@ pub struct Chunk {
 /// "causes" and "checks" or "actions", in Chinese 原因 and 检查 or 处理).
 /// Retrieval pairs the two, answers from passages quote them, and a chosen
 /// answer picks its causes and actions from them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ListKind {
     Causes,
     Checks,
@@ -69,11 +69,11 @@ impl ListKind {
 /// dot-folders) as a knowledge document.
 pub fn load_dir(dir: &Path) -> Result<Vec<Document>, IndexError> {
     let mut files = Vec::new();
-    collect(dir, &mut files)?;
+    collect_manuals(dir, &mut files)?;
     files.sort();
     let mut docs = Vec::with_capacity(files.len());
-    for f in files {
-        let text = std::fs::read_to_string(&f).map_err(|source| IndexError::Io {
+    for f in &files {
+        let text = std::fs::read_to_string(f).map_err(|source| IndexError::Io {
             path: f.clone(),
             source,
         })?;
@@ -89,12 +89,17 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Document>, IndexError> {
             })?,
         );
     }
-    let mut seen = std::collections::HashSet::new();
-    for d in &docs {
-        if !seen.insert(d.id.clone()) {
+    // `files` is in the same order as `docs`: name both files of a shared id.
+    let mut seen = std::collections::HashMap::new();
+    for (d, f) in docs.iter().zip(&files) {
+        if let Some(first) = seen.insert(d.id.clone(), f.clone()) {
             return Err(IndexError::Document {
-                path: dir.to_owned(),
-                problem: format!("two documents share the id {:?}", d.id),
+                path: f.clone(),
+                problem: format!(
+                    "the document id {:?} (the file name) is also {}'s; rename one of the two",
+                    d.id,
+                    first.display()
+                ),
             });
         }
     }
@@ -107,7 +112,9 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Document>, IndexError> {
     Ok(docs)
 }
 
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), IndexError> {
+/// The manuals under `dir`, as `load_dir` and the linter read them:
+/// `*.md` but README.md, recursively, without dot-folders.
+pub fn collect_manuals(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), IndexError> {
     let rd = std::fs::read_dir(dir).map_err(|source| IndexError::Io {
         path: dir.to_owned(),
         source,
@@ -123,7 +130,7 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), IndexError> {
             continue;
         }
         if p.is_dir() {
-            collect(&p, out)?;
+            collect_manuals(&p, out)?;
         } else if name.ends_with(".md") && !name.eq_ignore_ascii_case("README.md") {
             out.push(p);
         }

@@ -1,0 +1,108 @@
+//! What a config names is tried at start, each problem named by its key and
+//! said once, with exit status 78; relative paths are read from the config
+//! file's folder (issue 31 item 3, issue 29 item 13).
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn tidewatch(args: &[&str], config: &Path, cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tidewatch"))
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .current_dir(cwd)
+        .output()
+        .unwrap()
+}
+
+fn write_config(dir: &Path, state: &str, index: &str, model: &str) -> std::path::PathBuf {
+    let p = dir.join("tidewatch.toml");
+    std::fs::write(
+        &p,
+        format!("state_dir = \"{state}\"\n[knowledge]\nindex = \"{index}\"\n[llm]\nmodel = \"{model}\"\nthreads = 2\n"),
+    )
+    .unwrap();
+    p
+}
+
+// Issue 29 item 13: `tidewatch: /nonexistent.idx: No such file or directory
+// (os error 2): No such file or directory (os error 2)` from run and
+// check-config alike, without the key.
+#[test]
+fn a_missing_index_is_said_once_naming_its_key_and_exits_78() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = common::test_model();
+    let cfg = write_config(
+        dir.path(),
+        &dir.path().join("state").display().to_string(),
+        "/nonexistent.idx",
+        &model.display().to_string(),
+    );
+    for cmd in [&["run"][..], &["check-config"][..]] {
+        let out = tidewatch(cmd, &cfg, dir.path());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(78), "{cmd:?}: {err}");
+        assert!(
+            err.contains("config key knowledge.index: /nonexistent.idx: no such file or directory"),
+            "{cmd:?}: {err}"
+        );
+        assert_eq!(
+            err.to_lowercase().matches("no such file").count(),
+            1,
+            "{cmd:?}: said once: {err}"
+        );
+    }
+}
+
+// Issue 31: check-config said ok for state_dir = "/proc/nope", then run
+// exited 1 there.
+#[test]
+fn a_state_dir_that_cannot_be_written_fails_check_config_and_run_with_78() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(
+        dir.path(),
+        "/proc/nope",
+        &common::index().display().to_string(),
+        &common::test_model().display().to_string(),
+    );
+    for cmd in [&["check-config"][..], &["run"][..]] {
+        let out = tidewatch(cmd, &cfg, dir.path());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(78), "{cmd:?}: {err}");
+        assert!(
+            err.contains("config key state_dir: /proc/nope: cannot be created"),
+            "{cmd:?}: {err}"
+        );
+    }
+}
+
+// Issue 31: relative paths were taken from the working directory.
+#[test]
+fn relative_paths_are_read_from_the_config_files_folder_whatever_the_working_directory() {
+    let _serial = common::serial();
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("conf");
+    std::fs::create_dir(&conf).unwrap();
+    std::fs::copy(common::index(), conf.join("knowledge.twx")).unwrap();
+    std::os::unix::fs::symlink(common::test_model(), conf.join("model.gguf")).unwrap();
+    let cfg = write_config(&conf, "state", "knowledge.twx", "model.gguf");
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = tidewatch(&["check-config"], &cfg, elsewhere.path());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(&format!("index {}", conf.join("knowledge.twx").display())),
+        "{text}"
+    );
+    assert!(
+        conf.join("state").is_dir(),
+        "state_dir made beside the config"
+    );
+    assert!(!elsewhere.path().join("state").exists());
+}
