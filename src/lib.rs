@@ -41,6 +41,7 @@ pub mod alarm;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod coverage;
 pub mod crash;
 pub mod daemon;
 pub mod diagnosis;
