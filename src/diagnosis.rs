@@ -551,6 +551,67 @@ mod tests {
         assert!(items[1].source.ends_with("#2"), "{:?}", items[1]);
     }
 
+    // Issue 30: a related answer rates no cause high, keeps every source and
+    // opens by saying, in the alarm's language, what it draws on.
+    #[test]
+    fn a_related_answer_rates_no_cause_high_and_says_what_it_draws_on() {
+        let hits = vec![Hit {
+            doc: "ballast-zh".into(),
+            ..crate::test_support::hit(
+                "BAL-VLV-FAIL 原因",
+                "压载遥控阀故障。可能原因：1）液压站压力低或电磁阀故障；2）阀门执行器漏油。",
+            )
+        }];
+        let zh = Alarm {
+            message: Some("压载泵启动失败".into()),
+            ..crate::test_support::alarm("AL-2041")
+        };
+        let d = from_passages(&zh, &hits, Mode::Triage, "m", Timings::default());
+        assert_eq!(d.probable_causes[0].likelihood, "high");
+        let r = with_coverage(d.clone(), Coverage::Related, &zh, &hits);
+        assert_eq!(r.coverage, Coverage::Related);
+        assert!(
+            r.probable_causes.iter().all(|c| c.likelihood != "high"),
+            "{r:?}"
+        );
+        assert_eq!(r.probable_causes[0].likelihood, "medium");
+        assert_eq!(r.probable_causes[0].source, d.probable_causes[0].source);
+        assert!(
+            r.summary.starts_with("手册中没有此故障的章节。本回答参照其他故障的章节：BAL-VLV-FAIL 原因 (ballast-zh)。"),
+            "{}",
+            r.summary
+        );
+        assert!(r.summary.ends_with(&d.summary));
+        let en = Alarm {
+            message: Some("ballast pump will not start".into()),
+            ..zh.clone()
+        };
+        let r = with_coverage(d.clone(), Coverage::Related, &en, &hits);
+        assert!(r.summary.starts_with("Not in the manuals: they have no section for this fault. This answer draws on the sections for other faults: BAL-VLV-FAIL 原因 (ballast-zh)."), "{}", r.summary);
+        // Covered: only the field changes.
+        let c = with_coverage(d.clone(), Coverage::Covered, &en, &hits);
+        assert_eq!(c, d);
+    }
+
+    #[test]
+    fn an_unmatched_answer_says_so_without_causes() {
+        let a = Alarm {
+            message: Some("X波段雷达磁控管寿命到期".into()),
+            ..crate::test_support::alarm("RAD-2")
+        };
+        let d = unmatched(&a, "m", Timings::default());
+        assert_eq!((d.mode, d.coverage), (Mode::Unmatched, Coverage::None));
+        assert!(
+            d.summary.starts_with("手册中没有与告警 RAD-2 相关的内容"),
+            "{}",
+            d.summary
+        );
+        assert!(d.probable_causes.is_empty() && d.actions.is_empty() && d.sources.is_empty());
+        let v: serde_json::Value = serde_json::from_slice(&payload(&d).unwrap()).unwrap();
+        assert_eq!(v["coverage"], "none");
+        assert_eq!(v["mode"], "unmatched");
+    }
+
     #[test]
     fn decimals_are_not_list_markers() {
         let t = "Checks: 1) confirm 2.5 bar at the inlet; 2) change filter.";

@@ -50,6 +50,8 @@ fn eval_retrieval(
         writeln!(out, "not in the prompt: {m}")?;
     }
     write!(out, "{}", r.coverage.text())?;
+    writeln!(out, "every covered case again, raised under a plant code:")?;
+    write!(out, "{}", r.under_plant_codes.text())?;
     Ok(())
 }
 

@@ -118,6 +118,9 @@ pub struct RetrievalReport {
     pub per_class: BTreeMap<String, ClassStats>,
     /// Coverage judged on those passages, against the cases' truth.
     pub coverage: crate::measure::coverage::CoverageReport,
+    /// The same for every covered case raised under a code no manual uses
+    /// (`PLANT-n`), as a plant that numbers its own alarms raises them.
+    pub under_plant_codes: crate::measure::coverage::CoverageReport,
 }
 
 pub fn run_retrieval(index: &Index, cases: &[Case]) -> Result<RetrievalReport, EvalError> {
@@ -126,7 +129,7 @@ pub fn run_retrieval(index: &Index, cases: &[Case]) -> Result<RetrievalReport, E
     let (mut h1, mut h3, mut p3, mut with_gold) = (0, 0, 0, 0);
     let mut prompt_misses = Vec::new();
     let mut lat = Vec::with_capacity(cases.len());
-    let mut judged = Vec::with_capacity(cases.len());
+    let (mut judged, mut plant_judged) = (Vec::new(), Vec::new());
     for c in cases {
         let t = std::time::Instant::now();
         let hits = index.search(&Query::of_alarm(&c.alarm), 3)?;
@@ -135,6 +138,11 @@ pub fn run_retrieval(index: &Index, cases: &[Case]) -> Result<RetrievalReport, E
         let j = crate::coverage::judge_in(index, &c.alarm, &prompt);
         judged.push(Judged::of(c, j.coverage, false, j.best, j.section));
         let Some(gold) = &c.gold else { continue };
+        let mut plant = c.clone();
+        plant.alarm.code = format!("PLANT-{}", plant_judged.len() + 1);
+        let passages = crate::retrieval::passages_for(index, &plant.alarm, 3)?;
+        let j = crate::coverage::judge_in(index, &plant.alarm, &passages);
+        plant_judged.push(Judged::of(&plant, j.coverage, false, j.best, j.section));
         with_gold += 1;
         if gold_rank(&prompt, &c.gold).is_some() {
             p3 += 1;
@@ -189,6 +197,7 @@ pub fn run_retrieval(index: &Index, cases: &[Case]) -> Result<RetrievalReport, E
         p99_us: percentile(&lat, 0.99),
         per_class,
         coverage: CoverageReport::of(&judged),
+        under_plant_codes: CoverageReport::of(&plant_judged),
     })
 }
 
@@ -565,6 +574,12 @@ pub struct FullReport {
     pub triage: Option<KeywordStats>,
     /// Share of all cases answered in full, validly, with an expected cause.
     pub accuracy: f64,
+    /// Coverage said in the published diagnoses against the cases' truth.
+    pub coverage: crate::measure::coverage::CoverageReport,
+    /// Cause-keyword hit of the full answers, and accuracy, over the cases
+    /// a section is about (the uncovered ones have no expected causes).
+    pub covered_keyword_hit_rate: Option<f64>,
+    pub covered_accuracy: f64,
     pub prompt_tokens_p50: f64,
     pub prompt_tokens_max: f64,
     pub generated_tokens_mean: f64,
@@ -718,6 +733,7 @@ pub async fn run_full(
     let (mut empty, mut hit3) = (0, 0);
     let (mut prompt, mut gen, mut lat, mut tps) = (vec![], vec![], vec![], vec![]);
     let (mut outcomes, mut probes) = (vec![], vec![]);
+    let (mut judged, mut covered) = (vec![], vec![]);
     let prefix_tokens = pipeline.model.static_prefix_tokens();
     for (i, c) in cases.iter().enumerate() {
         let probed = i % TTFT_EVERY == 0;
@@ -744,6 +760,14 @@ pub async fn run_full(
             empty += 1;
         }
         outcomes.push(outcome(&tr, &c.keywords));
+        let d = &tr.diagnosis;
+        let high = d.probable_causes.iter().any(|p| p.likelihood == "high");
+        judged.push(crate::measure::coverage::Judged::of(
+            c, d.coverage, high, 0.0, None,
+        ));
+        if c.coverage == crate::coverage::Coverage::Covered {
+            covered.push(outcome(&tr, &c.keywords));
+        }
         let mut repeat = Probe::Skipped;
         if probed {
             // The same alarm again at once, as a sensor repeats it: new id,
@@ -769,6 +793,7 @@ pub async fn run_full(
         v.sort_by(f64::total_cmp);
     }
     let scores = score(&outcomes);
+    let covered = score(&covered);
     FullReport {
         model: pipeline.model.info.name.clone(),
         style: format!("{style:?}"),
@@ -788,6 +813,9 @@ pub async fn run_full(
         passages: scores.passages,
         triage: (scores.triage.cases > 0).then_some(scores.triage),
         accuracy: scores.accuracy,
+        coverage: crate::measure::coverage::CoverageReport::of(&judged),
+        covered_keyword_hit_rate: covered.full.keyword_hit_rate,
+        covered_accuracy: covered.accuracy,
         prompt_tokens_p50: percentile(&prompt, 0.5),
         prompt_tokens_max: prompt.last().copied().unwrap_or(0.0),
         generated_tokens_mean: gen.iter().sum::<f64>() / gen.len().max(1) as f64,
