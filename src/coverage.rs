@@ -235,15 +235,18 @@ fn text_terms(text: &str) -> Vec<String> {
 
 /// Runs of Chinese characters, split at everything else and at joiners.
 fn cjk_runs(text: &str) -> Vec<Vec<char>> {
-    let mut runs = vec![Vec::new()];
+    let mut runs: Vec<Vec<char>> = Vec::new();
+    let mut cur = Vec::new();
     for c in text.chars() {
         if is_cjk(c) && !CJK_JOINERS.contains(&c) {
-            runs.last_mut().map(|r| r.push(c));
-        } else if runs.last().is_some_and(|r| !r.is_empty()) {
-            runs.push(Vec::new());
+            cur.push(c);
+        } else if !cur.is_empty() {
+            runs.push(std::mem::take(&mut cur));
         }
     }
-    runs.retain(|r| !r.is_empty());
+    if !cur.is_empty() {
+        runs.push(cur);
+    }
     runs
 }
 

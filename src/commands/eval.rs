@@ -49,6 +49,11 @@ fn eval_retrieval(
     for m in &r.prompt_misses {
         writeln!(out, "not in the prompt: {m}")?;
     }
+    writeln!(
+        out,
+        "all retrieval passes p50 {:.0} us; coverage judgement p50 {:.0} us p99 {:.0} us (no model step)",
+        r.passages_p50_us, r.coverage_p50_us, r.coverage_p99_us
+    )?;
     write!(out, "{}", r.coverage.text())?;
     writeln!(out, "every covered case again, raised under a plant code:")?;
     write!(out, "{}", r.under_plant_codes.text())?;

@@ -115,6 +115,11 @@ pub struct RetrievalReport {
     pub prompt_misses: Vec<String>,
     pub p50_us: f64,
     pub p99_us: f64,
+    /// The whole of the daemon's retrieval (`passages_for`), and the
+    /// coverage judgement after it: no model step.
+    pub passages_p50_us: f64,
+    pub coverage_p50_us: f64,
+    pub coverage_p99_us: f64,
     pub per_class: BTreeMap<String, ClassStats>,
     /// Coverage judged on those passages, against the cases' truth.
     pub coverage: crate::measure::coverage::CoverageReport,
@@ -130,12 +135,17 @@ pub fn run_retrieval(index: &Index, cases: &[Case]) -> Result<RetrievalReport, E
     let mut prompt_misses = Vec::new();
     let mut lat = Vec::with_capacity(cases.len());
     let (mut judged, mut plant_judged) = (Vec::new(), Vec::new());
+    let (mut passes_lat, mut coverage_lat) = (Vec::new(), Vec::new());
     for c in cases {
         let t = std::time::Instant::now();
         let hits = index.search(&Query::of_alarm(&c.alarm), 3)?;
         lat.push(t.elapsed().as_secs_f64() * 1e6);
+        let t = std::time::Instant::now();
         let prompt = crate::retrieval::passages_for(index, &c.alarm, 3)?;
+        passes_lat.push(t.elapsed().as_secs_f64() * 1e6);
+        let t = std::time::Instant::now();
         let j = crate::coverage::judge_in(index, &c.alarm, &prompt);
+        coverage_lat.push(t.elapsed().as_secs_f64() * 1e6);
         judged.push(Judged::of(c, j.coverage, false, j.best, j.section));
         let Some(gold) = &c.gold else { continue };
         let mut plant = c.clone();
@@ -184,7 +194,9 @@ pub fn run_retrieval(index: &Index, cases: &[Case]) -> Result<RetrievalReport, E
             ));
         }
     }
-    lat.sort_by(f64::total_cmp);
+    for v in [&mut lat, &mut passes_lat, &mut coverage_lat] {
+        v.sort_by(f64::total_cmp);
+    }
     let n = with_gold.max(1) as f64;
     Ok(RetrievalReport {
         cases: cases.len(),
@@ -195,6 +207,9 @@ pub fn run_retrieval(index: &Index, cases: &[Case]) -> Result<RetrievalReport, E
         prompt_misses,
         p50_us: percentile(&lat, 0.5),
         p99_us: percentile(&lat, 0.99),
+        passages_p50_us: percentile(&passes_lat, 0.5),
+        coverage_p50_us: percentile(&coverage_lat, 0.5),
+        coverage_p99_us: percentile(&coverage_lat, 0.99),
         per_class,
         coverage: CoverageReport::of(&judged),
         under_plant_codes: CoverageReport::of(&plant_judged),
