@@ -67,6 +67,15 @@ pub async fn model_and_index(cfg: &Config, warm: bool) -> Result<Loaded, LoadErr
         // The budget is for the process; each slot keeps its own share.
         prompt_cache_bytes: (cfg.llm.prompt_cache_mib as usize) * (1 << 20)
             / cfg.llm.slots.max(1) as usize,
+        // The disk tier serves the daemon across restarts; a measurement
+        // starts from what it asks for (`eval` turns it on itself).
+        prompt_disk: (warm && cfg.llm.prompt_cache_disk_mib > 0).then(|| crate::llm::DiskSpec {
+            dir: cfg.state_dir.join("kv").join("prompts"),
+            limit: u64::from(cfg.llm.prompt_cache_disk_mib) << 20,
+            model_key: model.info.key.clone(),
+            kv_type: cfg.llm.kv_type.name().to_string(),
+        }),
+        prompt_chunk: cfg.llm.prompt_chunk as usize,
         verify_rows: cfg
             .llm
             .lookup

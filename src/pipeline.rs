@@ -19,7 +19,7 @@ use crate::diagnosis::{
 };
 use crate::grounding::{self, Verdict};
 use crate::llm::grammar::{passage_index, Choices};
-use crate::llm::{GenOutput, GenRequest, Model, Slot, SlotCounters, SlotFailure, Style};
+use crate::llm::{GenOutput, GenRequest, LlmError, Model, Slot, SlotCounters, SlotFailure, Style};
 use crate::prompt::{self, strip_think};
 use crate::retrieval::knowledge::ListKind;
 use crate::retrieval::{Hit, LiveIndex};
@@ -66,6 +66,7 @@ impl Counters {
             "replayed": g(&self.replayed),
             "slot_restarts": g(&self.slots.restarts),
             "slots_lost": g(&self.slots.lost),
+            "preempted": g(&self.slots.preempted),
             "queue_depth": g(&self.queue_depth),
         })
     }
@@ -234,6 +235,15 @@ impl Pipeline {
         self.traced(slot, alarm, style, true).await
     }
 
+    /// `diagnose` for the daemon's workers: None when the job was stopped
+    /// for a more severe alarm before it finished (the worker runs it again
+    /// after that one; what it read of its prompt stays cached).
+    pub async fn diagnose_preemptible(&self, slot: &mut Slot, alarm: &Alarm) -> Option<Diagnosis> {
+        self.attempt(slot, alarm, Style::Schema, false, true)
+            .await
+            .map(|t| t.diagnosis)
+    }
+
     /// What the manuals hold for `alarm`'s fault, judged on its passages
     /// (`coverage::judge`), its kind looked up in the index in use.
     pub fn coverage(&self, alarm: &Alarm, hits: &[Hit]) -> Judgement {
@@ -249,36 +259,55 @@ impl Pipeline {
         self.count(diagnosis::unmatched(alarm, &self.model.info.name, t))
     }
 
+    async fn traced(&self, slot: &mut Slot, alarm: &Alarm, style: Style, steps: bool) -> Trace {
+        match self.attempt(slot, alarm, style, steps, false).await {
+            Some(t) => t,
+            // Not asked to yield, a job never ends pre-empted; were it to,
+            // the alarm is still answered, from retrieval.
+            None => Trace {
+                diagnosis: self.triage(alarm),
+                first: None,
+                hits: Vec::new(),
+                verdict: None,
+            },
+        }
+    }
+
     /// Retrieval, coverage, then the model unless nothing matched; the
     /// answer is shaped by its coverage whichever way it was made.
-    async fn traced(&self, slot: &mut Slot, alarm: &Alarm, style: Style, steps: bool) -> Trace {
+    async fn attempt(
+        &self,
+        slot: &mut Slot,
+        alarm: &Alarm,
+        style: Style,
+        steps: bool,
+        preemptible: bool,
+    ) -> Option<Trace> {
         let (hits, retrieval_ms) = self.retrieve(alarm);
         let cov = self.coverage(alarm, &hits).coverage;
         if cov == Coverage::None {
             let diagnosis = self.unmatched(alarm, retrieval_ms);
-            return Trace {
+            return Some(Trace {
                 diagnosis,
                 first: None,
                 hits,
                 verdict: None,
-            };
+            });
         }
-        let mut tr = self
-            .answer(slot, alarm, style, steps, hits, retrieval_ms)
-            .await;
+        let run = (style, steps, preemptible);
+        let mut tr = self.answer(slot, alarm, run, hits, retrieval_ms).await?;
         tr.diagnosis = diagnosis::with_coverage(tr.diagnosis, cov, alarm, &tr.hits);
-        tr
+        Some(tr)
     }
 
     async fn answer(
         &self,
         slot: &mut Slot,
         alarm: &Alarm,
-        style: Style,
-        steps: bool,
+        (style, steps, preemptible): (Style, bool, bool),
         hits: Vec<Hit>,
         retrieval_ms: f64,
-    ) -> Trace {
+    ) -> Option<Trace> {
         let wd = self.cfg.watchdog;
         let mut first = self.prepare(alarm, hits.clone(), false, style);
         first.request.trace_steps = steps;
@@ -296,25 +325,26 @@ impl Pipeline {
                     out,
                 ) {
                     Ok((d, v)) => {
-                        return Trace {
+                        return Some(Trace {
                             diagnosis: self.count(d),
                             first: first_output,
                             hits,
                             verdict: Some(v),
-                        }
+                        })
                     }
                     Err(why) => why,
                 }
             }
+            Err(SlotFailure::Preempted) if preemptible => return None,
             Err(f) => describe(&f),
         };
         let (diagnosis, verdict) = self.retry(slot, alarm, &hits, retrieval_ms, failure).await;
-        Trace {
+        Some(Trace {
             diagnosis,
             first: first_output,
             hits,
             verdict,
-        }
+        })
     }
 
     async fn retry(
@@ -547,6 +577,7 @@ fn describe(f: &SlotFailure) -> String {
         SlotFailure::Hung(v) => format!("slot hung ({})", v.reason()),
         SlotFailure::Lost(v) => format!("slot lost ({})", v.reason()),
         SlotFailure::Failed(e) => e.to_string(),
+        SlotFailure::Preempted => LlmError::Preempted.to_string(),
     }
 }
 

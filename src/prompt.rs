@@ -147,6 +147,12 @@ impl Prompt {
     pub fn data(&self) -> &str {
         &self.text[self.data.clone()]
     }
+    /// Bytes of `data` up to where the alarm's own block starts: the
+    /// passages (and the answer-language line), shared by every alarm that
+    /// retrieves the same sections. None when there is no alarm block.
+    pub fn block_len(&self) -> Option<usize> {
+        self.data().rfind(ALARM_OPEN).filter(|&n| n > 0)
+    }
     /// The end of the user turn and the opened assistant turn.
     pub fn tail(&self) -> &str {
         &self.text[self.data.end..]
@@ -372,8 +378,12 @@ pub fn user_turn<'a>(
 /// a repeat of the alarm still shares everything up to its reading.
 pub const ANSWER_IN_CHINESE: &str = "请用中文回答。\n";
 
+/// Opens the alarm block; alarm text is sanitized into single lines, so
+/// only the block itself starts a line with it.
+const ALARM_OPEN: &str = "<alarm>\n";
+
 fn alarm_block(a: &Alarm) -> String {
-    let mut s = String::from("<alarm>\n");
+    let mut s = String::from(ALARM_OPEN);
     s.push_str(&format!(
         "code: {}\nequipment: {}\nseverity: {}\n",
         sanitize(&a.code),

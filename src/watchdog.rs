@@ -25,6 +25,9 @@ pub struct Progress {
     /// Set once when the process shuts down; unlike `cancel`, a new job does
     /// not clear it, so a warm-up or a queued job cannot outlive the stop.
     stop: AtomicBool,
+    /// Set when a more severe alarm waits for this slot: the job stops at
+    /// its next model call (`LlmError::Preempted`); a new job clears it.
+    preempt: AtomicBool,
 }
 
 impl Default for Progress {
@@ -44,6 +47,7 @@ impl Progress {
             budget: AtomicU32::new(0),
             cancel: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            preempt: AtomicBool::new(false),
         }
     }
 
@@ -54,6 +58,7 @@ impl Progress {
     pub fn start_job(&self, budget: u32) {
         let now = self.now_ms();
         self.cancel.store(false, Ordering::SeqCst);
+        self.preempt.store(false, Ordering::SeqCst);
         self.tokens.store(0, Ordering::Relaxed);
         self.budget.store(budget, Ordering::Relaxed);
         self.job_started_ms.store(now, Ordering::Relaxed);
@@ -86,6 +91,15 @@ impl Progress {
 
     pub fn stop(&self) {
         self.stop.store(true, Ordering::SeqCst);
+    }
+
+    /// Asks the running job to make way for a more severe alarm.
+    pub fn request_preempt(&self) {
+        self.preempt.store(true, Ordering::SeqCst);
+    }
+
+    pub fn preempt_requested(&self) -> bool {
+        self.preempt.load(Ordering::Relaxed)
     }
 
     pub fn cancelled(&self) -> bool {

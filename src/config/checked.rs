@@ -79,6 +79,13 @@ pub struct LlmConfig {
     pub lookup: Option<Lookup>,
     /// RAM for saved prompt states that later alarms can resume from.
     pub prompt_cache_mib: u32,
+    /// Disk for saved passage-block states in `state_dir/kv/prompts`,
+    /// kept across restarts (0: none).
+    pub prompt_cache_disk_mib: u32,
+    /// Prompt tokens per decode call: bounds how long a pre-emption waits.
+    pub prompt_chunk: u32,
+    /// The KV cache's element type, for keys and values alike.
+    pub kv_type: KvType,
     /// How causes and actions are produced (`answer = "chosen" | "written"`).
     pub answer: Answer,
     /// Cap on the summary's model tokens.
@@ -89,6 +96,23 @@ pub struct LlmConfig {
     /// Tokens of each chosen item the model is shown back in its answer
     /// (0: whole items); what is published is whole either way.
     pub item_tokens: u32,
+}
+
+/// `[llm] kv_type`: the KV cache's element type. q8_0 halves the cache
+/// and its saved states against f16.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvType {
+    F16,
+    Q8_0,
+}
+
+impl KvType {
+    pub fn name(self) -> &'static str {
+        match self {
+            KvType::F16 => "f16",
+            KvType::Q8_0 => "q8_0",
+        }
+    }
 }
 
 /// Prompt-lookup draft settings: `[llm] speculative`, `draft_max`,

@@ -13,8 +13,8 @@ mod validate;
 use std::path::{Path, PathBuf};
 
 pub use checked::{
-    Answer, InboxConfig, KnowledgeConfig, LlmConfig, Lookup, MqttConfig, OutboxConfig, QueueConfig,
-    TemplateChoice, TlsConfig, WatchdogConfig, MAX_QUEUE_CAPACITY,
+    Answer, InboxConfig, KnowledgeConfig, KvType, LlmConfig, Lookup, MqttConfig, OutboxConfig,
+    QueueConfig, TemplateChoice, TlsConfig, WatchdogConfig, MAX_QUEUE_CAPACITY,
 };
 pub use raw::{
     RawConfig, RawInbox, RawKnowledge, RawLlm, RawLog, RawMqtt, RawOutbox, RawQueue, RawTls,

@@ -103,6 +103,12 @@ pub struct RawLlm {
     pub draft_ngram_max: u32,
     #[serde(default = "default_prompt_cache_mib")]
     pub prompt_cache_mib: u32,
+    #[serde(default = "default_prompt_cache_disk_mib")]
+    pub prompt_cache_disk_mib: u32,
+    #[serde(default = "default_prompt_chunk")]
+    pub prompt_chunk: u32,
+    #[serde(default = "default_kv_type")]
+    pub kv_type: String,
     #[serde(default = "default_answer")]
     pub answer: String,
     #[serde(default = "default_summary_tokens")]
@@ -254,6 +260,19 @@ fn default_draft_ngram_max() -> u32 {
     4
 }
 
+/// Passage-block states of ~13 MB each (the 1.5B stand-in, f16 KV): room
+/// for every code of the shipped manuals in both languages.
+fn default_prompt_cache_disk_mib() -> u32 {
+    1024
+}
+/// 32 prompt tokens take ~3 s on a Cortex-A72 (~10 tokens/s): how long a
+/// critical alarm waits for the call in progress.
+fn default_prompt_chunk() -> u32 {
+    32
+}
+fn default_kv_type() -> String {
+    "f16".into()
+}
 fn default_prompt_cache_mib() -> u32 {
     192
 }

@@ -9,8 +9,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::checked::{
-    Answer, InboxConfig, KnowledgeConfig, LlmConfig, Lookup, MqttConfig, OutboxConfig, QueueConfig,
-    TemplateChoice, TlsConfig, WatchdogConfig, MAX_QUEUE_CAPACITY,
+    Answer, InboxConfig, KnowledgeConfig, KvType, LlmConfig, Lookup, MqttConfig, OutboxConfig,
+    QueueConfig, TemplateChoice, TlsConfig, WatchdogConfig, MAX_QUEUE_CAPACITY,
 };
 use super::raw::{RawConfig, RawKnowledge, RawLlm, RawMqtt, RawQueue, RawWatchdog};
 use super::{Config, ConfigError};
@@ -211,6 +211,23 @@ fn llm_settings(l: RawLlm) -> Result<LlmConfig, Bad> {
     })?;
     let lookup = lookup_settings(&l)?;
     in_range("llm.prompt_cache_mib", l.prompt_cache_mib, 0, 65_536)?;
+    in_range(
+        "llm.prompt_cache_disk_mib",
+        l.prompt_cache_disk_mib,
+        0,
+        1 << 20,
+    )?;
+    in_range("llm.prompt_chunk", l.prompt_chunk, 1, l.batch.max(1))?;
+    let kv_type = match l.kv_type.as_str() {
+        "f16" => KvType::F16,
+        "q8_0" => KvType::Q8_0,
+        other => {
+            return Err((
+                "llm.kv_type",
+                format!("must be \"f16\" or \"q8_0\", got {other:?}"),
+            ))
+        }
+    };
     let (answer, summary_last) = answer_settings(&l)?;
     let cpus = match l.cpus {
         None => None,
@@ -237,6 +254,9 @@ fn llm_settings(l: RawLlm) -> Result<LlmConfig, Bad> {
         thinking: l.thinking,
         lookup,
         prompt_cache_mib: l.prompt_cache_mib,
+        prompt_cache_disk_mib: l.prompt_cache_disk_mib,
+        prompt_chunk: l.prompt_chunk,
+        kv_type,
         answer,
         summary_tokens: l.summary_tokens,
         summary_last,

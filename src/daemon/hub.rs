@@ -556,6 +556,9 @@ impl Hub {
                 .store(q.len() as u64, Ordering::Relaxed);
             o
         };
+        if matches!(offer, Offer::Queued | Offer::Merged | Offer::Evicted(_)) {
+            self.s.preempt_if_needed();
+        }
         match offer {
             Offer::Queued => self.s.work.notify_one(),
             Offer::Merged => {

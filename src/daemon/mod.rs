@@ -92,6 +92,15 @@ struct Shared {
     sched: Mutex<Scheduler<Key>>,
     work: Notify,
     epoch: Instant,
+    /// What each slot works on now (index: slot id), for pre-emption.
+    running: Mutex<Vec<Option<Busy>>>,
+}
+
+/// A job on a slot: what the pre-emption rule weighs, and how to stop it.
+struct Busy {
+    job: queue::Running,
+    alarm_id: String,
+    progress: Arc<crate::watchdog::Progress>,
 }
 
 impl Shared {
@@ -101,6 +110,36 @@ impl Shared {
 
     fn queue(&self) -> std::sync::MutexGuard<'_, Scheduler<Key>> {
         self.sched.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn running(&self) -> std::sync::MutexGuard<'_, Vec<Option<Busy>>> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Stops the least severe job on a slot when a more severe one waits
+    /// and no slot is free (`queue::preemption`). The stopped job is put
+    /// back by its worker and runs right after.
+    fn preempt_if_needed(&self) {
+        let waiting = self.queue().peek().map(|(s, id)| (s, id.to_string()));
+        let mut running = self.running();
+        let jobs: Vec<Option<queue::Running>> =
+            running.iter().map(|b| b.as_ref().map(|b| b.job)).collect();
+        let Some(i) = queue::preemption(&jobs, waiting.as_ref().map(|w| w.0)) else {
+            return;
+        };
+        if let (Some(busy), Some((severity, id))) = (running[i].as_mut(), waiting) {
+            // Marked here, so a second arrival does not stop it again.
+            busy.job.preempted = true;
+            busy.progress.request_preempt();
+            tracing::info!(
+                slot = i,
+                alarm_id = %busy.alarm_id,
+                severity = busy.job.severity.as_str(),
+                by_alarm_id = %id,
+                by_severity = severity.as_str(),
+                "pre-empting a job for a more severe alarm"
+            );
+        }
     }
 }
 
@@ -153,6 +192,9 @@ pub async fn run(
         )),
         work: Notify::new(),
         epoch: Instant::now(),
+        // One entry per slot from the start: a slot that has not run a job
+        // yet is free, not unknown.
+        running: Mutex::new((0..cfg.llm.slots).map(|_| None).collect()),
     });
     let (client, eventloop) = AsyncClient::new(mqtt_options, mqtt::CLIENT_QUEUE);
     let tracker = TaskTracker::new();

@@ -26,6 +26,8 @@ pub struct Job<T> {
     pub severity: Severity,
     pub first_ms: u64,
     pub alarms: Vec<(Alarm, T)>,
+    /// Stopped once for a more severe alarm; never stopped again.
+    pub preempted: bool,
 }
 
 impl<T> Job<T> {
@@ -130,12 +132,37 @@ impl<T> Scheduler<T> {
                 severity: alarm.severity,
                 first_ms: now_ms,
                 alarms: vec![(alarm, token)],
+                preempted: false,
             },
         );
         match evicted {
             Some(j) => Offer::Evicted(j),
             None => Offer::Queued,
         }
+    }
+
+    /// The severity and primary alarm id of the job `pop` would give next.
+    pub fn peek(&self) -> Option<(Severity, &str)> {
+        let (sev, seq) = self.order.first()?;
+        Some((*sev, self.jobs.get(seq)?.primary().id.as_str()))
+    }
+
+    /// Puts back a job that was stopped for a more severe alarm: it keeps
+    /// its place (its sequence number), so it runs again before anything of
+    /// its severity that came after it. It was admitted already, so it goes
+    /// in over `capacity`; only at the hard ceiling does the lowest-ranked
+    /// job make room, and it is returned for triage.
+    pub fn requeue(&mut self, mut job: Job<T>) -> Option<Job<T>> {
+        job.preempted = true;
+        let key = (job.severity, job.seq);
+        let mut evicted = None;
+        if self.order.is_full() {
+            let worst = self.order.pop().expect("full queue is not empty");
+            evicted = self.jobs.remove(&worst.1);
+        }
+        self.insert_key(key);
+        self.jobs.insert(job.seq, job);
+        evicted
     }
 
     /// The highest-priority job, if any.
@@ -146,6 +173,32 @@ impl<T> Scheduler<T> {
         let (_, seq) = self.order.remove(0);
         self.jobs.remove(&seq)
     }
+}
+
+/// What a slot is working on, for the pre-emption rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Running {
+    pub severity: Severity,
+    /// Already stopped once: a job is pre-empted at most once.
+    pub preempted: bool,
+}
+
+/// Which busy slot to stop for the `waiting` job, if any: only when no slot
+/// is free, and only a job strictly less severe than the waiting one that
+/// was never stopped before; the least severe such job (on a tie, the
+/// lowest slot).
+pub fn preemption(slots: &[Option<Running>], waiting: Option<Severity>) -> Option<usize> {
+    let waiting = waiting?;
+    if slots.iter().any(Option::is_none) {
+        return None;
+    }
+    slots
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| r.map(|r| (i, r)))
+        .filter(|(_, r)| !r.preempted && r.severity > waiting)
+        .max_by_key(|(i, r)| (r.severity, std::cmp::Reverse(*i)))
+        .map(|(i, _)| i)
 }
 
 #[cfg(test)]
@@ -248,5 +301,67 @@ mod tests {
             assert!(s.len() <= 16);
         }
         assert_eq!(triaged, 10_000 - 16);
+    }
+
+    fn busy(severity: Severity, preempted: bool) -> Option<Running> {
+        Some(Running {
+            severity,
+            preempted,
+        })
+    }
+
+    #[test]
+    fn a_more_severe_alarm_stops_the_least_severe_busy_slot() {
+        use Severity::*;
+        let slots = [busy(Major, false), busy(Warning, false)];
+        assert_eq!(preemption(&slots, Some(Critical)), Some(1));
+        assert_eq!(preemption(&slots, Some(Major)), Some(1));
+        // Nothing strictly less severe than the waiting job: no stop.
+        assert_eq!(preemption(&slots, Some(Warning)), None);
+        assert_eq!(preemption(&slots, None), None);
+    }
+
+    #[test]
+    fn a_free_slot_or_a_job_stopped_once_is_never_preempted() {
+        use Severity::*;
+        assert_eq!(
+            preemption(&[None, busy(Warning, false)], Some(Critical)),
+            None
+        );
+        assert_eq!(preemption(&[busy(Warning, true)], Some(Critical)), None);
+        assert_eq!(
+            preemption(&[busy(Warning, true), busy(Minor, false)], Some(Critical)),
+            Some(1)
+        );
+    }
+
+    #[test]
+    fn a_stopped_job_runs_again_before_later_jobs_of_its_severity() {
+        let mut s = Scheduler::new(2, 0);
+        s.offer(alarm("w1", "A", "1", Severity::Warning), (), 0);
+        let w1 = s.pop().unwrap();
+        s.offer(alarm("w2", "B", "2", Severity::Warning), (), 1);
+        s.offer(alarm("c", "C", "3", Severity::Critical), (), 2);
+        assert!(s.requeue(w1).is_none(), "a full queue took the job back");
+        let order: Vec<(String, bool)> = std::iter::from_fn(|| s.pop())
+            .map(|j| (j.primary().id.clone(), j.preempted))
+            .collect();
+        assert_eq!(
+            order,
+            vec![
+                ("c".to_string(), false),
+                ("w1".to_string(), true),
+                ("w2".to_string(), false)
+            ]
+        );
+    }
+
+    #[test]
+    fn peek_names_the_next_job() {
+        let mut s = Scheduler::new(4, 0);
+        assert!(s.peek().is_none());
+        s.offer(alarm("w", "A", "1", Severity::Warning), (), 0);
+        s.offer(alarm("c", "C", "3", Severity::Critical), (), 1);
+        assert_eq!(s.peek(), Some((Severity::Critical, "c")));
     }
 }

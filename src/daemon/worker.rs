@@ -9,7 +9,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Done, Shared};
+use super::queue::{Job, Running};
+use super::{Busy, Done, Key, Shared};
 use crate::llm::Slot;
 
 /// Diagnoses jobs until `cancel` fires, then returns its slot.
@@ -47,11 +48,30 @@ pub(super) async fn run(
             merged = job.alarms.len() - 1,
             "diagnosing"
         );
+        set_running(&s, &slot, Some(&job));
         let d = tokio::select! {
             // Dropping the job leaves its alarms unacknowledged; `stop`
             // cancels the generation still running on the slot thread.
             _ = cancel.cancelled() => return slot,
-            d = s.pipeline.diagnose(&mut slot, job.primary()) => d,
+            d = s.pipeline.diagnose_preemptible(&mut slot, job.primary()) => d,
+        };
+        set_running(&s, &slot, None);
+        let Some(d) = d else {
+            tracing::info!(
+                alarm_id = %job.primary().id,
+                slot = slot.id,
+                "pre-empted; it runs again after the more severe alarm"
+            );
+            let evicted = s.queue().requeue(job);
+            if let Some(j) = evicted {
+                let d = s.pipeline.triage(j.primary());
+                let _ = done.send(Done {
+                    alarms: j.alarms,
+                    diagnosis: d,
+                    slot: None,
+                });
+            }
+            continue;
         };
         let _ = done.send(Done {
             alarms: job.alarms,
@@ -59,4 +79,21 @@ pub(super) async fn run(
             slot: Some(slot.id),
         });
     }
+}
+
+/// Tells the hub what `slot` works on (None: it is free), so a more severe
+/// alarm can stop it.
+fn set_running(s: &Shared, slot: &Slot, job: Option<&Job<Key>>) {
+    let mut running = s.running();
+    if running.len() <= slot.id {
+        running.resize_with(slot.id + 1, || None);
+    }
+    running[slot.id] = job.map(|j| Busy {
+        job: Running {
+            severity: j.severity,
+            preempted: j.preempted,
+        },
+        alarm_id: j.primary().id.clone(),
+        progress: slot.progress.clone(),
+    });
 }

@@ -9,12 +9,16 @@ use std::time::Instant;
 
 use llama_cpp_2::token::LlamaToken;
 
-use super::context::SlotState;
-use super::decode_json::Value;
+use super::decode_json;
+use super::error::LlmError;
 use super::grammar::{self, Draft, DraftCause};
 use super::job::{GenOutput, GenRequest};
 use super::json_text::head_is_whole;
-use super::LlmError;
+use super::kv::Kv;
+use super::pick::{self, Ready};
+use super::tally::Tally;
+use super::tokens::PromptTokens;
+use super::value::Value;
 
 /// Where the model's view of a chosen item ends: None when it is shown
 /// whole (its tokens end with the closing quote), else the end of its head,
@@ -51,15 +55,6 @@ impl Owed {
     }
 }
 
-/// Logits decoded ahead for the next item's first choice (`goes_on_ahead`):
-/// their row, and how many tokens the cache holds before it that every item
-/// still to choose from starts with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Ready {
-    row: i32,
-    depth: usize,
-}
-
 /// The tokens every item not taken yet starts with, short of where they
 /// part (and never a whole item): what the next item's choice would feed
 /// before consulting the model, so it can go into the batch before it.
@@ -84,279 +79,178 @@ fn shared_head(items: &[Vec<LlamaToken>], taken: &[bool]) -> Vec<LlamaToken> {
     first[..n].to_vec()
 }
 
-impl SlotState<'_> {
-    /// Picks one of `alts` by the model's logits, feeding shared tokens as
-    /// fixed text. `pending` holds tokens not yet decoded; returns the choice.
-    pub(super) fn choose(
-        &mut self,
-        alts: &[&str],
-        pending: &mut Vec<LlamaToken>,
-    ) -> Result<usize, LlmError> {
-        self.choose_or(alts, alts.len() - 1, u32::MAX, pending)
-    }
+/// Picks one of the manual items not taken yet, by `choose_tokens` over
+/// each item's JSON string body and its closing quote. Returns the item's
+/// index, and whether its closing quote is still owed; the tokens the
+/// model is shown of it are left in `pending`.
+///
+/// The model is shown the item's first `shown` tokens (at least those up
+/// to where it parted from the others) and the closing quote, not the
+/// whole item: it has read every item in the prompt, the head names it,
+/// and each fed token costs time on the board (0: the whole item).
+fn choose_item(
+    kv: &mut Kv<'_>,
+    job: &mut Tally,
+    items: &[Vec<LlamaToken>],
+    taken: &[bool],
+    budget: u32,
+    shown: usize,
+    pending: &mut Vec<LlamaToken>,
+    ready: Option<Ready>,
+) -> Result<(usize, Owed), LlmError> {
+    let live: Vec<usize> = (0..items.len()).filter(|&k| !taken[k]).collect();
+    // The manuals list causes most likely first and checks in the order
+    // to do them: with the budget spent, the first untaken item is taken.
+    let default = live.first().copied().unwrap_or(0);
+    let (k, depth) = pick::choose_tokens(kv, job, items, live, default, budget, pending, ready)?;
+    let item = &items[k];
+    let depth = depth.min(item.len());
+    let (end, owed) = shown_of(kv, item, depth, shown);
+    job.feed(pending, &item[depth..end]);
+    Ok((k, owed))
+}
 
-    /// Like `choose`, but once `budget` is spent the model is not consulted:
-    /// `default` is taken, so the output closes without another model step.
-    pub(super) fn choose_or(
-        &mut self,
-        alts: &[&str],
-        default: usize,
-        budget: u32,
-        pending: &mut Vec<LlamaToken>,
-    ) -> Result<usize, LlmError> {
-        let seqs: Vec<Vec<LlamaToken>> = alts.iter().map(|a| self.tokenize(a, false)).collect();
-        let (k, depth) = self.choose_tokens(
-            &seqs,
-            (0..seqs.len()).collect(),
-            default,
-            budget,
-            pending,
-            None,
-        )?;
-        self.feed(pending, &seqs[k][depth.min(seqs[k].len())..]);
-        Ok(k)
+/// How much of a chosen item the model is shown (`choose_item`), given
+/// that `depth` of its tokens are in: the end of what is shown, and
+/// whether its closing quote is still owed.
+fn shown_of(kv: &Kv<'_>, item: &[LlamaToken], depth: usize, shown: usize) -> (usize, Owed) {
+    match shown_end(item.len(), depth, shown).and_then(|e| whole_head(kv, item, e)) {
+        None => (item.len(), Owed::Nothing),
+        // The quote goes with the fixed text after it: tokenized
+        // together they are the tokens the model would write (`","`
+        // is one token, `"` then `,"` two, and an unusual pair).
+        Some(end) => (end, Owed::Quote),
     }
+}
 
-    /// Picks one of the token sequences `live` names, walking them together:
-    /// where they all go on with the same token it is fed, not chosen; where
-    /// they part, the model's logits pick the branch (one model step), and
-    /// the sequences off that branch drop out. Only branch points cost a
-    /// model step, and the tokens between them go to the model in one batch.
-    /// Once `budget` is spent the walk takes `default` (or the first live
-    /// sequence) without the model. Returns the choice and how many of its
-    /// tokens are in `pending`; the caller feeds the rest (or not).
-    ///
-    /// `ready` is a logits row already decoded for the position after what
-    /// is cached (`goes_on_ahead`), where the cache already holds the first
-    /// `ready.depth` tokens of every live sequence: the walk starts there,
-    /// and its first branch point uses the row if nothing was fed before it.
-    fn choose_tokens(
-        &mut self,
-        seqs: &[Vec<LlamaToken>],
-        mut live: Vec<usize>,
-        default: usize,
-        budget: u32,
-        pending: &mut Vec<LlamaToken>,
-        ready: Option<Ready>,
-    ) -> Result<(usize, usize), LlmError> {
-        let mut depth = ready.map_or(0, |r| r.depth);
-        let mut ready = ready.map(|r| r.row);
-        loop {
-            let spent = self.tally.generated >= budget;
-            if live.len() == 1 || spent {
-                let k = match live.contains(&default) {
-                    true if spent => default,
-                    _ => live[0],
-                };
-                return Ok((k, depth));
-            }
-            let firsts: Vec<Option<LlamaToken>> =
-                live.iter().map(|&k| seqs[k].get(depth).copied()).collect();
-            if firsts.iter().all(|t| *t == firsts[0] && t.is_some()) {
-                self.feed(pending, &[firsts[0].expect("checked")]);
-                depth += 1;
-                continue;
-            }
-            let idx = match ready.take() {
-                Some(idx) if pending.is_empty() => idx,
-                _ => self.decode(&std::mem::take(pending))?,
-            };
-            let logits = self.ctx.get_logits_ith(idx);
-            let score = |t: Option<LlamaToken>| {
-                t.map_or(f32::NEG_INFINITY, |t| {
-                    logits
-                        .get(t.0 as usize)
-                        .copied()
-                        .unwrap_or(f32::NEG_INFINITY)
-                })
-            };
-            let best = live
-                .iter()
-                .copied()
-                .max_by(|a, b| {
-                    score(seqs[*a].get(depth).copied())
-                        .total_cmp(&score(seqs[*b].get(depth).copied()))
-                })
-                .expect("at least two alternatives");
-            let tok = seqs[best].get(depth).copied();
-            if let Some(t) = tok {
-                self.record(idx, t);
-            }
-            live.retain(|&k| seqs[k].get(depth).copied() == tok);
-            self.note_generated(1)?;
-            if let Some(t) = tok {
-                pending.push(t);
-            }
-            depth += 1;
+/// Moves the end of an item's head on until the head is whole text: no
+/// character cut between tokens and no escape cut after its backslash
+/// (the model would read a broken character or `\"` as text). None when
+/// that leaves nothing worth cutting.
+fn whole_head(kv: &Kv<'_>, item: &[LlamaToken], mut end: usize) -> Option<usize> {
+    let mut bytes: Vec<u8> = item[..end].iter().flat_map(|&t| kv.piece(t)).collect();
+    while end + 2 <= item.len() {
+        if head_is_whole(&bytes) {
+            return Some(end);
         }
+        bytes.extend(kv.piece(item[end]));
+        end += 1;
     }
+    None
+}
 
-    /// Picks one of the manual items not taken yet, by `choose_tokens` over
-    /// each item's JSON string body and its closing quote. Returns the item's
-    /// index, and whether its closing quote is still owed; the tokens the
-    /// model is shown of it are left in `pending`.
-    ///
-    /// The model is shown the item's first `shown` tokens (at least those up
-    /// to where it parted from the others) and the closing quote, not the
-    /// whole item: it has read every item in the prompt, the head names it,
-    /// and each fed token costs time on the board (0: the whole item).
-    fn choose_item(
-        &mut self,
-        items: &[Vec<LlamaToken>],
-        taken: &[bool],
-        budget: u32,
-        shown: usize,
-        pending: &mut Vec<LlamaToken>,
-        ready: Option<Ready>,
-    ) -> Result<(usize, Owed), LlmError> {
-        let live: Vec<usize> = (0..items.len()).filter(|&k| !taken[k]).collect();
-        // The manuals list causes most likely first and checks in the order
-        // to do them: with the budget spent, the first untaken item is taken.
-        let default = live.first().copied().unwrap_or(0);
-        let (k, depth) = self.choose_tokens(items, live, default, budget, pending, ready)?;
-        let item = &items[k];
-        let depth = depth.min(item.len());
-        let (end, owed) = self.shown(item, depth, shown);
-        self.feed(pending, &item[depth..end]);
-        Ok((k, owed))
+/// `goes_on` where the list's next item is chosen right after `next`:
+/// the decode that decides between `next` and `end` reads `next` too,
+/// and `ahead` after it (what the next item's choice would feed before
+/// it consults the model), on the bet that the list goes on (it does
+/// more often than it ends), so the next item's first choice has its
+/// logits without a decode of its own. When the list ends instead, the
+/// bet's tokens leave the cache. Returns None when the list ends, else
+/// the logits row for what follows `ahead` (None inside Some when the
+/// bet could not be placed, and `ahead` is not in).
+fn goes_on_ahead(
+    kv: &mut Kv<'_>,
+    job: &mut Tally,
+    more: bool,
+    next: &str,
+    end: &str,
+    ahead: &[LlamaToken],
+    pending: &mut Vec<LlamaToken>,
+) -> Result<Option<Option<i32>>, LlmError> {
+    if !more {
+        job.feed_text(kv, pending, end);
+        return Ok(None);
     }
-
-    /// How much of a chosen item the model is shown (`choose_item`), given
-    /// that `depth` of its tokens are in: the end of what is shown, and
-    /// whether its closing quote is still owed.
-    fn shown(&self, item: &[LlamaToken], depth: usize, shown: usize) -> (usize, Owed) {
-        match shown_end(item.len(), depth, shown).and_then(|e| self.whole_head(item, e)) {
-            None => (item.len(), Owed::Nothing),
-            // The quote goes with the fixed text after it: tokenized
-            // together they are the tokens the model would write (`","`
-            // is one token, `"` then `,"` two, and an unusual pair).
-            Some(end) => (end, Owed::Quote),
-        }
+    let next_t = kv.tokenize(next, false);
+    let end_t = kv.tokenize(end, false);
+    let shared = next_t
+        .iter()
+        .zip(&end_t)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let parts = shared < next_t.len() && shared < end_t.len();
+    let fits = pending.len() + next_t.len() + ahead.len() <= kv.n_batch();
+    if !parts || !fits || pending.len() + shared == 0 {
+        return Ok(decode_json::goes_on(kv, job, more, next, end, pending)?.then_some(None));
     }
-
-    /// Moves the end of an item's head on until the head is whole text: no
-    /// character cut between tokens and no escape cut after its backslash
-    /// (the model would read a broken character or `\"` as text). None when
-    /// that leaves nothing worth cutting.
-    fn whole_head(&self, item: &[LlamaToken], mut end: usize) -> Option<usize> {
-        let mut bytes: Vec<u8> = item[..end].iter().flat_map(|&t| self.piece(t)).collect();
-        while end + 2 <= item.len() {
-            if head_is_whole(&bytes) {
-                return Some(end);
-            }
-            bytes.extend(self.piece(item[end]));
-            end += 1;
-        }
-        None
+    // The branch token is the model's choice, not fed.
+    job.fed_ahead(next_t.len() - 1 + ahead.len());
+    let mut batch = std::mem::take(pending);
+    let branch = batch.len() + shared - 1;
+    batch.extend_from_slice(&next_t);
+    batch.extend_from_slice(ahead);
+    let last = batch.len() - 1;
+    let base = kv.len();
+    if base + batch.len() >= kv.n_ctx() {
+        return Err(LlmError::ContextFull {
+            need: base + batch.len(),
+            have: kv.n_ctx(),
+        });
     }
-
-    /// `goes_on` where the list's next item is chosen right after `next`:
-    /// the decode that decides between `next` and `end` reads `next` too,
-    /// and `ahead` after it (what the next item's choice would feed before
-    /// it consults the model), on the bet that the list goes on (it does
-    /// more often than it ends), so the next item's first choice has its
-    /// logits without a decode of its own. When the list ends instead, the
-    /// bet's tokens leave the cache. Returns None when the list ends, else
-    /// the logits row for what follows `ahead` (None inside Some when the
-    /// bet could not be placed, and `ahead` is not in).
-    fn goes_on_ahead(
-        &mut self,
-        more: bool,
-        next: &str,
-        end: &str,
-        ahead: &[LlamaToken],
-        pending: &mut Vec<LlamaToken>,
-    ) -> Result<Option<Option<i32>>, LlmError> {
-        if !more {
-            self.feed_text(pending, end);
-            return Ok(None);
-        }
-        let next_t = self.tokenize(next, false);
-        let end_t = self.tokenize(end, false);
-        let shared = next_t
-            .iter()
-            .zip(&end_t)
-            .take_while(|(a, b)| a == b)
-            .count();
-        let parts = shared < next_t.len() && shared < end_t.len();
-        let fits = pending.len() + next_t.len() + ahead.len() <= self.n_batch;
-        if !parts || !fits || pending.len() + shared == 0 {
-            return Ok(self.goes_on(more, next, end, pending)?.then_some(None));
-        }
-        // The branch token is the model's choice, not fed.
-        self.tally.fed += (next_t.len() - 1 + ahead.len()) as u32;
-        let mut batch = std::mem::take(pending);
-        let branch = batch.len() + shared - 1;
-        batch.extend_from_slice(&next_t);
-        batch.extend_from_slice(ahead);
-        let last = batch.len() - 1;
-        let base = self.kv.len();
-        if base + batch.len() >= self.n_ctx {
-            return Err(LlmError::ContextFull {
-                need: base + batch.len(),
-                have: self.n_ctx,
-            });
-        }
-        self.decode_batch(&batch, |j| j == branch || j == last)?;
-        let logits = self.ctx.get_logits_ith(branch as i32);
-        let score = |t: LlamaToken| {
-            logits
-                .get(t.0 as usize)
-                .copied()
-                .unwrap_or(f32::NEG_INFINITY)
-        };
-        let (go, end_tok) = (next_t[shared], end_t[shared]);
-        let goes = score(go) >= score(end_tok);
-        self.record(branch as i32, if goes { go } else { end_tok });
-        self.note_generated(1)?;
-        if goes {
-            return Ok(Some(Some(last as i32)));
-        }
-        // The bet's tokens from the branch on were never the answer's.
-        self.tally.fed -= (next_t.len() - shared - 1 + ahead.len()) as u32;
-        self.truncate(base + branch + 1)?;
-        pending.push(end_tok);
-        self.feed(pending, &end_t[shared + 1..]);
-        Ok(None)
+    kv.decode_batch(&batch, |j| j == branch || j == last)?;
+    let logits = kv.logits(branch as i32);
+    let score = |t: LlamaToken| {
+        logits
+            .get(t.0 as usize)
+            .copied()
+            .unwrap_or(f32::NEG_INFINITY)
+    };
+    let (go, end_tok) = (next_t[shared], end_t[shared]);
+    let goes = score(go) >= score(end_tok);
+    job.record(kv, branch as i32, if goes { go } else { end_tok });
+    job.note_generated(kv, 1)?;
+    if goes {
+        return Ok(Some(Some(last as i32)));
     }
+    // The bet's tokens from the branch on were never the answer's.
+    job.unfeed(next_t.len() - shared - 1 + ahead.len());
+    kv.truncate(base + branch + 1)?;
+    pending.push(end_tok);
+    job.feed(pending, &end_t[shared + 1..]);
+    Ok(None)
+}
 
-    /// A chosen answer: the summary sampled (first or, with `summary_last`,
-    /// after the lists), each cause and each action picked from the manual
-    /// items in `choices` (`choose_item`), no item twice; the likelihoods and
-    /// the ends of the lists are choices as in `generate_schema`.
-    pub(super) fn generate_chosen(
-        &mut self,
-        req: &GenRequest,
-        choices: &grammar::Choices,
-        prompt: Vec<LlamaToken>,
-        out: &mut GenOutput,
-        t0: Instant,
-    ) -> Result<(), LlmError> {
-        let budget = req.max_tokens;
-        let open = if req.summary_last {
-            grammar::OPEN_CAUSES
-        } else {
-            grammar::OPEN
-        };
-        let answer = self.open_answer(prompt, open, out, t0)?;
-        let mut sampler = self.sampler(grammar::STRING_BODY_GBNF, req)?;
-        let mut pending: Vec<LlamaToken> = Vec::new();
-        let mut draft = Draft::default();
-        // The summary's share is kept from the lists (as `generate_schema`
-        // shares out the budget): a tight `max_tokens` shortens the lists,
-        // never empties the summary, and the job stays within it.
-        let summary_cap = req.summary_tokens.max(1).min((budget / 2).max(1) as usize);
-        let lists = Lists {
-            budget: match req.summary_last {
-                true => budget.saturating_sub(summary_cap as u32),
-                false => budget,
-            },
-            shown: req.item_tokens,
-            causes: self.item_tokens(&choices.causes),
-            actions: self.item_tokens(&choices.actions),
-        };
-        let mut summary = |s: &mut Self, idx: i32, pending: &mut Vec<LlamaToken>| {
-            s.summary_value(
+/// A chosen answer: the summary sampled (first or, with `summary_last`,
+/// after the lists), each cause and each action picked from the manual
+/// items in `choices` (`choose_item`), no item twice; the likelihoods and
+/// the ends of the lists are choices as in `generate_schema`.
+pub(super) fn generate_chosen(
+    kv: &mut Kv<'_>,
+    job: &mut Tally,
+    req: &GenRequest,
+    choices: &grammar::Choices,
+    prompt: PromptTokens,
+    out: &mut GenOutput,
+    t0: Instant,
+) -> Result<(), LlmError> {
+    let budget = req.max_tokens;
+    let open = if req.summary_last {
+        grammar::OPEN_CAUSES
+    } else {
+        grammar::OPEN
+    };
+    let answer = decode_json::open_answer(kv, prompt, open, out, t0)?;
+    let mut sampler = decode_json::sampler(kv.model(), grammar::STRING_BODY_GBNF, req)?;
+    let mut pending: Vec<LlamaToken> = Vec::new();
+    let mut draft = Draft::default();
+    // The summary's share is kept from the lists (as `generate_schema`
+    // shares out the budget): a tight `max_tokens` shortens the lists,
+    // never empties the summary, and the job stays within it.
+    let summary_cap = req.summary_tokens.max(1).min((budget / 2).max(1) as usize);
+    let lists = Lists {
+        budget: match req.summary_last {
+            true => budget.saturating_sub(summary_cap as u32),
+            false => budget,
+        },
+        shown: req.item_tokens,
+        causes: item_tokens(kv, &choices.causes),
+        actions: item_tokens(kv, &choices.actions),
+    };
+    let mut summary =
+        |kv: &mut Kv<'_>, job: &mut Tally, idx: i32, pending: &mut Vec<LlamaToken>| {
+            decode_json::summary_value(
+                kv,
+                job,
                 &mut sampler,
                 idx,
                 Value::summary(summary_cap, req.summary_last),
@@ -365,165 +259,196 @@ impl SlotState<'_> {
                 pending,
             )
         };
-        if !req.summary_last {
-            draft.summary = summary(self, answer.idx, &mut pending)?;
-            self.feed_text(&mut pending, &grammar::SUMMARY_TO_CAUSES[1..]);
-        }
-        // The prompt's last row is the first cause's first choice.
-        let ready = req.summary_last.then_some(Ready {
-            row: answer.idx,
-            depth: 0,
-        });
-        self.chosen_causes(&lists, &choices.causes, ready, &mut draft, &mut pending)?;
-        let summary_row = self.chosen_actions(
-            &lists,
-            &choices.actions,
-            req.summary_last,
-            &mut draft,
-            &mut pending,
+    if !req.summary_last {
+        draft.summary = summary(kv, job, answer.idx, &mut pending)?;
+        job.feed_text(kv, &mut pending, &grammar::SUMMARY_TO_CAUSES[1..]);
+    }
+    // The prompt's last row is the first cause's first choice.
+    let ready = req.summary_last.then_some(Ready {
+        row: answer.idx,
+        depth: 0,
+    });
+    chosen_causes(
+        kv,
+        job,
+        &lists,
+        &choices.causes,
+        ready,
+        &mut draft,
+        &mut pending,
+    )?;
+    let summary_row = chosen_actions(
+        kv,
+        job,
+        &lists,
+        &choices.actions,
+        req.summary_last,
+        &mut draft,
+        &mut pending,
+    )?;
+    if req.summary_last {
+        let idx = match summary_row {
+            Some(row) => row,
+            None => kv.decode(&std::mem::take(&mut pending))?,
+        };
+        draft.summary = summary(kv, job, idx, &mut pending)?;
+        job.feed_text(kv, &mut pending, "}");
+    }
+    decode_json::close_answer(kv, job, &answer, draft, &pending, out);
+    Ok(())
+}
+
+/// The tokens `choose_item` walks for each item: its JSON string body
+/// and the closing quote.
+fn item_tokens(kv: &Kv<'_>, items: &[String]) -> Vec<Vec<LlamaToken>> {
+    items
+        .iter()
+        .map(|t| kv.tokenize(&format!("{}\"", grammar::json_body(t)), false))
+        .collect()
+}
+
+/// The causes picked from the manual's items, each with its likelihood,
+/// no item twice, while the model goes on and items and the lists'
+/// budget are left. `ready`: as for `choose_tokens`.
+fn chosen_causes(
+    kv: &mut Kv<'_>,
+    job: &mut Tally,
+    lists: &Lists,
+    items: &[String],
+    mut ready: Option<Ready>,
+    draft: &mut Draft,
+    pending: &mut Vec<LlamaToken>,
+) -> Result<(), LlmError> {
+    let causes = &lists.causes;
+    let mut taken = vec![false; causes.len()];
+    while !causes.is_empty() {
+        let (k, owed) = choose_item(
+            kv,
+            job,
+            causes,
+            &taken,
+            lists.budget,
+            lists.shown,
+            pending,
+            ready,
         )?;
-        if req.summary_last {
-            let idx = match summary_row {
-                Some(row) => row,
-                None => self.decode(&std::mem::take(&mut pending))?,
-            };
-            draft.summary = summary(self, idx, &mut pending)?;
-            self.feed_text(&mut pending, "}");
-        }
-        self.close_answer(&answer, draft, &pending, out);
-        Ok(())
-    }
-
-    /// The tokens `choose_item` walks for each item: its JSON string body
-    /// and the closing quote.
-    fn item_tokens(&self, items: &[String]) -> Vec<Vec<LlamaToken>> {
-        items
-            .iter()
-            .map(|t| self.tokenize(&format!("{}\"", grammar::json_body(t)), false))
-            .collect()
-    }
-
-    /// The causes picked from the manual's items, each with its likelihood,
-    /// no item twice, while the model goes on and items and the lists'
-    /// budget are left. `ready`: as for `choose_tokens`.
-    fn chosen_causes(
-        &mut self,
-        lists: &Lists,
-        items: &[String],
-        mut ready: Option<Ready>,
-        draft: &mut Draft,
-        pending: &mut Vec<LlamaToken>,
-    ) -> Result<(), LlmError> {
-        let causes = &lists.causes;
-        let mut taken = vec![false; causes.len()];
-        while !causes.is_empty() {
-            let (k, owed) =
-                self.choose_item(causes, &taken, lists.budget, lists.shown, pending, ready)?;
-            taken[k] = true;
-            draft.probable_causes.push(DraftCause {
-                cause: items[k].clone(),
-                likelihood: self.likelihood(
-                    owed.of(grammar::CAUSE_TO_LIKELIHOOD),
-                    lists.budget,
-                    pending,
-                )?,
-                item: Some(k),
-            });
-            let more = draft.probable_causes.len() < grammar::MAX_CAUSES
-                && taken.contains(&false)
-                && self.tally.generated < lists.budget;
-            let ahead = match more {
-                true => shared_head(causes, &taken),
-                false => Vec::new(),
-            };
-            match self.goes_on_ahead(
-                more,
-                grammar::NEXT_CAUSE,
-                grammar::CAUSES_TO_ACTIONS,
-                &ahead,
+        taken[k] = true;
+        draft.probable_causes.push(DraftCause {
+            cause: items[k].clone(),
+            likelihood: decode_json::likelihood(
+                kv,
+                job,
+                owed.of(grammar::CAUSE_TO_LIKELIHOOD),
+                lists.budget,
                 pending,
-            )? {
-                Some(row) => {
-                    ready = row.map(|row| Ready {
-                        row,
-                        depth: ahead.len(),
-                    })
-                }
-                None => break,
+            )?,
+            item: Some(k),
+        });
+        let more = draft.probable_causes.len() < grammar::MAX_CAUSES
+            && taken.contains(&false)
+            && job.generated() < lists.budget;
+        let ahead = match more {
+            true => shared_head(causes, &taken),
+            false => Vec::new(),
+        };
+        match goes_on_ahead(
+            kv,
+            job,
+            more,
+            grammar::NEXT_CAUSE,
+            grammar::CAUSES_TO_ACTIONS,
+            &ahead,
+            pending,
+        )? {
+            Some(row) => {
+                ready = row.map(|row| Ready {
+                    row,
+                    depth: ahead.len(),
+                })
             }
+            None => break,
         }
-        Ok(())
     }
+    Ok(())
+}
 
-    /// The actions picked from the manual's items, no item twice, while
-    /// the model goes on and items and the lists' budget are left. With
-    /// `summary_last` (the summary is sampled next), an item left with no
-    /// other to choose from is decoded ahead with the list's end, and the
-    /// logits row after them, the summary's first, is returned.
-    fn chosen_actions(
-        &mut self,
-        lists: &Lists,
-        items: &[String],
-        summary_last: bool,
-        draft: &mut Draft,
-        pending: &mut Vec<LlamaToken>,
-    ) -> Result<Option<i32>, LlmError> {
-        let actions = &lists.actions;
-        let end = match summary_last {
-            true => grammar::ACTIONS_TO_SUMMARY,
-            false => grammar::ACTIONS_TO_SOURCES,
+/// The actions picked from the manual's items, no item twice, while
+/// the model goes on and items and the lists' budget are left. With
+/// `summary_last` (the summary is sampled next), an item left with no
+/// other to choose from is decoded ahead with the list's end, and the
+/// logits row after them, the summary's first, is returned.
+fn chosen_actions(
+    kv: &mut Kv<'_>,
+    job: &mut Tally,
+    lists: &Lists,
+    items: &[String],
+    summary_last: bool,
+    draft: &mut Draft,
+    pending: &mut Vec<LlamaToken>,
+) -> Result<Option<i32>, LlmError> {
+    let actions = &lists.actions;
+    let end = match summary_last {
+        true => grammar::ACTIONS_TO_SUMMARY,
+        false => grammar::ACTIONS_TO_SOURCES,
+    };
+    let mut taken = vec![false; actions.len()];
+    let mut take = |k: usize, taken: &mut [bool]| {
+        taken[k] = true;
+        draft.actions.push(items[k].clone());
+        draft.action_items.push(k);
+        draft.actions.len()
+    };
+    let mut ready = None;
+    while !actions.is_empty() {
+        let (k, owed) = choose_item(
+            kv,
+            job,
+            actions,
+            &taken,
+            lists.budget,
+            lists.shown,
+            pending,
+            ready,
+        )?;
+        let picked = take(k, &mut taken);
+        let more = picked < grammar::MAX_ACTIONS
+            && taken.contains(&false)
+            && job.generated() < lists.budget;
+        // The last item left: if the list goes on, it is taken and
+        // ends the list, all without a choice. (Nothing goes ahead of a
+        // list that ends here.)
+        let left: Vec<usize> = (0..taken.len()).filter(|&j| !taken[j]).collect();
+        let last = match left[..] {
+            [j] if summary_last && more => Some(j),
+            _ => None,
         };
-        let mut taken = vec![false; actions.len()];
-        let mut take = |k: usize, taken: &mut [bool]| {
-            taken[k] = true;
-            draft.actions.push(items[k].clone());
-            draft.action_items.push(k);
-            draft.actions.len()
-        };
-        let mut ready = None;
-        while !actions.is_empty() {
-            let (k, owed) =
-                self.choose_item(actions, &taken, lists.budget, lists.shown, pending, ready)?;
-            let picked = take(k, &mut taken);
-            let more = picked < grammar::MAX_ACTIONS
-                && taken.contains(&false)
-                && self.tally.generated < lists.budget;
-            // The last item left: if the list goes on, it is taken and
-            // ends the list, all without a choice. (Nothing goes ahead of a
-            // list that ends here.)
-            let left: Vec<usize> = (0..taken.len()).filter(|&j| !taken[j]).collect();
-            let last = match left[..] {
-                [j] if summary_last && more => Some(j),
-                _ => None,
-            };
-            let tail = match last {
-                Some(j) => {
-                    let (e, o) = self.shown(&actions[j], 0, lists.shown);
-                    [actions[j][..e].to_vec(), self.tokenize(o.of(end), false)].concat()
-                }
-                None if more => shared_head(actions, &taken),
-                None => Vec::new(),
-            };
-            let next = owed.of(grammar::NEXT_ITEM);
-            match (
-                self.goes_on_ahead(more, next, owed.of(end), &tail, pending)?,
-                last,
-            ) {
-                (Some(Some(row)), Some(j)) => {
-                    take(j, &mut taken);
-                    return Ok(Some(row));
-                }
-                (Some(row), _) => {
-                    ready = row.map(|row| Ready {
-                        row,
-                        depth: tail.len(),
-                    })
-                }
-                (None, _) => break,
+        let tail = match last {
+            Some(j) => {
+                let (e, o) = shown_of(kv, &actions[j], 0, lists.shown);
+                [actions[j][..e].to_vec(), kv.tokenize(o.of(end), false)].concat()
             }
+            None if more => shared_head(actions, &taken),
+            None => Vec::new(),
+        };
+        let next = owed.of(grammar::NEXT_ITEM);
+        match (
+            goes_on_ahead(kv, job, more, next, owed.of(end), &tail, pending)?,
+            last,
+        ) {
+            (Some(Some(row)), Some(j)) => {
+                take(j, &mut taken);
+                return Ok(Some(row));
+            }
+            (Some(row), _) => {
+                ready = row.map(|row| Ready {
+                    row,
+                    depth: tail.len(),
+                })
+            }
+            (None, _) => break,
         }
-        Ok(None)
     }
+    Ok(None)
 }
 
 /// The manual's items a chosen answer picks from, as tokens, and how the

@@ -117,6 +117,12 @@ pub struct SlotSettings {
     pub prefix: Option<PrefixSpec>,
     /// Bytes of RAM for this slot's saved prompt states (0: none).
     pub prompt_cache_bytes: usize,
+    /// The disk tier of saved prompt states, shared by the slots (None:
+    /// RAM only).
+    pub prompt_disk: Option<super::prompt_cache::DiskSpec>,
+    /// Prompt tokens per decode call: what bounds how long a pre-emption
+    /// waits for the call in progress.
+    pub prompt_chunk: usize,
     /// Rows up to which draft verifications may be padded, measured at the
     /// warm-up (0: no speculation configured; measured at the first draft
     /// if a job asks for one anyway).

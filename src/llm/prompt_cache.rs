@@ -1,69 +1,203 @@
-//! Recent prompts' KV states, kept in RAM so that an alarm that repeats
-//! after others came in between still reads only what is new to it: the
-//! states within their byte budget (`PromptCache`), and how a slot restores
-//! the best one before reading a prompt and keeps its own after a job.
+//! Saved prompts' KV states, so that an alarm reads only what is new to it:
+//! whole recent prompts in RAM (lost at a restart, within their byte
+//! budget), and prompt prefixes up to the end of the passage block on disk
+//! in `state_dir/kv/prompts` (kept across restarts, least recently used
+//! first out, within `[llm] prompt_cache_disk_mib`).
+//!
+//! Owns which saved state best serves a prompt (`best`), and keeping,
+//! touching and dropping states in both tiers. Knows nothing about
+//! sampling; the KV side (`kv`) makes the llama.cpp calls. A disk state is
+//! mapped, not read: restoring it never holds a second copy in memory, and
+//! nothing reaches llama.cpp unless the container's length, CRC and key
+//! check out (`prefix::decode`), since llama.cpp aborts on a state it
+//! cannot read. A full or failing disk never fails an alarm: RAM and
+//! reading the prompt still work, and the journal says why once.
 
 use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
-use llama_cpp_2::context::session::LlamaStateSeqFlags;
 use llama_cpp_2::token::LlamaToken;
 
-use super::context::SlotState;
 use super::lookup;
+use super::prefix::{self, StateKey};
 
 /// Restoring a saved state copies megabytes; a gain of a few tokens is read
 /// faster than that.
 const MIN_RESTORE_GAIN: usize = 32;
 
 /// A finished job's prompt and the KV state that holds it.
-pub(super) struct SavedPrompt {
-    pub(super) tokens: Vec<LlamaToken>,
-    pub(super) state: Vec<u8>,
+struct SavedPrompt {
+    tokens: Vec<LlamaToken>,
+    state: Vec<u8>,
 }
 
-/// Saved prompt states, oldest first, at most `limit` bytes of them.
+/// Where a disk tier lives and what it may use.
+#[derive(Debug, Clone)]
+pub struct DiskSpec {
+    /// `state_dir/kv/prompts`.
+    pub dir: PathBuf,
+    /// Bytes of disk for every slot's states together (0: no disk tier).
+    pub limit: u64,
+    /// `ModelInfo::key`: the model file and tidewatch release.
+    pub model_key: String,
+    /// The KV cache's element types, which the state's layout depends on.
+    pub kv_type: String,
+}
+
+/// The disk tier, once the context's shape is known.
+struct Disk {
+    dir: PathBuf,
+    limit: u64,
+    key: StateKey,
+    /// The journal said once that the disk fails; later failures go to debug.
+    warned: bool,
+}
+
+/// A disk state opened for restoring: the file mapped, its container
+/// checked, the state a slice of the mapping.
+pub(super) struct DiskFile {
+    path: PathBuf,
+    map: memmap2::Mmap,
+    tokens: Vec<LlamaToken>,
+    /// Where llama.cpp's state starts in the mapping.
+    state_at: usize,
+}
+
+impl DiskFile {
+    pub(super) fn tokens(&self) -> &[LlamaToken] {
+        &self.tokens
+    }
+
+    /// llama.cpp's sequence state, straight from the mapping.
+    pub(super) fn state(&self) -> Option<&[u8]> {
+        self.map.get(self.state_at..)
+    }
+}
+
+/// The state that best serves a prompt, and from where.
+pub(super) enum Restore {
+    /// The RAM tier's entry at this index.
+    Ram(usize),
+    Disk(DiskFile),
+}
+
+impl Restore {
+    pub(super) fn tier(&self) -> &'static str {
+        match self {
+            Restore::Ram(_) => "ram",
+            Restore::Disk(_) => "disk",
+        }
+    }
+}
+
+/// Saved prompt states: RAM oldest first within `limit` bytes, and the disk
+/// tier when there is one.
 pub(super) struct PromptCache {
     saved: VecDeque<SavedPrompt>,
     bytes: usize,
     limit: usize,
+    disk: Option<Disk>,
 }
 
 impl PromptCache {
-    /// A cache of at most `limit` bytes of states (0: none is kept).
-    pub(super) fn new(limit: usize) -> Self {
+    /// A cache of at most `limit` bytes of states in RAM (0: none is kept)
+    /// and, with `disk`, the disk tier for states of contexts of `key`'s
+    /// shape.
+    pub(super) fn new(limit: usize, disk: Option<(&DiskSpec, prefix::StateShape)>) -> Self {
+        let disk = disk.filter(|(d, _)| d.limit > 0).map(|(d, shape)| Disk {
+            dir: d.dir.clone(),
+            limit: d.limit,
+            key: StateKey::new(
+                &d.model_key,
+                &format!("{}; kv {}", super::model::llama_cpp_build(), d.kv_type),
+                shape,
+            ),
+            warned: false,
+        });
         Self {
             saved: VecDeque::new(),
             bytes: 0,
             limit,
+            disk,
         }
     }
 
-    pub(super) fn enabled(&self) -> bool {
+    pub(super) fn ram_enabled(&self) -> bool {
         self.limit > 0
     }
 
-    /// The byte budget: a state larger than this is not kept.
-    pub(super) fn limit(&self) -> usize {
+    /// The RAM byte budget: a state larger than this is not kept.
+    pub(super) fn ram_limit(&self) -> usize {
         self.limit
     }
 
-    pub(super) fn clear(&mut self) {
+    /// Empties the RAM tier, and the disk tier's files with `disk_too`.
+    pub(super) fn clear(&mut self, disk_too: bool) {
         self.saved.clear();
         self.bytes = 0;
+        if let (true, Some(d)) = (disk_too, &self.disk) {
+            for (path, _, _) in d.files() {
+                let _ = std::fs::remove_file(path);
+            }
+        }
     }
 
     /// The saved state sharing the most with `prompt`, when it shares
-    /// clearly more than the `current` tokens the cache holds of it.
-    pub(super) fn best(&self, prompt: &[LlamaToken], current: usize) -> Option<&SavedPrompt> {
+    /// clearly more than the `current` tokens the cache holds of it. The disk
+    /// tier is asked for the prompt's first `block` tokens (its passage
+    /// block), the one prefix it keeps.
+    pub(super) fn best(
+        &mut self,
+        prompt: &[LlamaToken],
+        block: Option<usize>,
+        current: usize,
+    ) -> Option<Restore> {
         let saved: Vec<&[LlamaToken]> = self.saved.iter().map(|s| s.tokens.as_slice()).collect();
-        let (i, _) = lookup::best_saved(prompt, &saved, current, MIN_RESTORE_GAIN)?;
-        self.saved.get(i)
+        let ram = lookup::best_saved(prompt, &saved, current, MIN_RESTORE_GAIN);
+        let floor = ram.map_or(current + MIN_RESTORE_GAIN, |(_, n)| n + 1);
+        let disk = match (block, self.disk.as_mut()) {
+            (Some(b), Some(d)) if b >= floor && b <= prompt.len() => d.open(&prompt[..b]),
+            _ => None,
+        };
+        match (disk, ram) {
+            (Some(f), _) => Some(Restore::Disk(f)),
+            (None, Some((i, _))) => Some(Restore::Ram(i)),
+            (None, None) => None,
+        }
+    }
+
+    /// The RAM entry `i` (from `best`): its tokens and state.
+    pub(super) fn ram_entry(&self, i: usize) -> (&[LlamaToken], &[u8]) {
+        let s = &self.saved[i];
+        (&s.tokens, &s.state)
+    }
+
+    /// A restored state was used: a disk file becomes the most recent.
+    pub(super) fn used(&self, r: &Restore) {
+        if let Restore::Disk(f) = r {
+            touch(&f.path);
+        }
+    }
+
+    /// A state llama.cpp refused: it is not offered again.
+    pub(super) fn forget(&mut self, r: Restore) {
+        match r {
+            Restore::Ram(i) => {
+                if let Some(old) = self.saved.remove(i) {
+                    self.bytes -= old.state.len();
+                }
+            }
+            Restore::Disk(f) => {
+                let _ = std::fs::remove_file(&f.path);
+            }
+        }
     }
 
     /// Keeps `state` for `tokens` as the newest, in place of an older state
     /// of the same tokens, dropping the oldest ones until the budget holds
-    /// it. The caller keeps states over the budget out (`limit`).
-    pub(super) fn insert(&mut self, tokens: Vec<LlamaToken>, state: Vec<u8>) {
+    /// it. The caller keeps states over the budget out (`ram_limit`).
+    pub(super) fn insert_ram(&mut self, tokens: Vec<LlamaToken>, state: Vec<u8>) {
         let size = state.len();
         if let Some(i) = self.saved.iter().position(|s| s.tokens == tokens) {
             if let Some(old) = self.saved.remove(i) {
@@ -79,61 +213,154 @@ impl PromptCache {
         self.bytes += size;
         self.saved.push_back(SavedPrompt { tokens, state });
     }
-}
 
-impl SlotState<'_> {
-    /// Restores the saved prompt state sharing the most with `prompt`, when
-    /// it shares clearly more than the cache holds now.
-    pub(super) fn resume_saved(&mut self, prompt: &[LlamaToken]) {
-        let current = lookup::common_prefix(&self.kv, prompt);
-        let Some(entry) = self.prompts.best(prompt, current) else {
+    /// Whether the disk tier would keep a state of `tokens`: it has one and
+    /// has no file of them yet.
+    pub(super) fn disk_wants(&self, tokens: &[LlamaToken]) -> bool {
+        self.disk
+            .as_ref()
+            .is_some_and(|d| !d.path_of(tokens).exists())
+    }
+
+    /// Writes the state of `tokens` to the disk tier and makes room for it.
+    pub(super) fn insert_disk(&mut self, tokens: &[LlamaToken], state: &[u8], slot: usize) {
+        let Some(d) = self.disk.as_mut() else {
             return;
         };
-        self.ctx.clear_kv_cache();
-        self.kv.clear();
-        // SAFETY: the bytes are what `state_seq_get_data_ext` of this very
-        // context wrote (same model, build and shape).
-        let ok = unsafe {
-            self.ctx
-                .state_seq_set_data_ext(&entry.state, 0, LlamaStateSeqFlags::empty())
-        };
-        if ok {
-            self.kv = entry.tokens.clone();
-        } else {
-            self.ctx.clear_kv_cache();
-            tracing::warn!("saved prompt state did not restore; reading the prompt");
+        let bytes = prefix::encode(&d.key, tokens, state);
+        if bytes.len() as u64 > d.limit {
+            return;
+        }
+        let path = d.path_of(tokens);
+        let t0 = std::time::Instant::now();
+        match std::fs::create_dir_all(&d.dir).and_then(|()| {
+            crate::durable::write_atomic_as(&path, &bytes, crate::durable::Access::Private, slot)
+        }) {
+            Ok(()) => {
+                tracing::debug!(tokens = tokens.len(), bytes = bytes.len(), ms = t0.elapsed().as_millis() as u64, file = %path.display(), "prompt state saved to disk");
+                d.evict(&path);
+            }
+            Err(e) => d.failed(&e),
         }
     }
 
-    /// Saves the state of the last answer's prompt (`unsaved`), if any. The
-    /// slot thread calls it once the answer is sent: copying the state out
-    /// takes ~120 ms with the 1.5B stand-in here, which an alarm's answer
-    /// need not wait for. A job that comes first saves it before it starts.
-    pub(super) fn save_unsaved(&mut self) {
-        if let Some(n) = self.unsaved.take() {
-            self.save_prompt(n);
+    /// Reading a state for the disk tier failed.
+    pub(super) fn disk_failed(&mut self, e: &std::io::Error) {
+        if let Some(d) = self.disk.as_mut() {
+            d.failed(e);
         }
-    }
-
-    /// Keeps this job's prompt state for later alarms that share it. The
-    /// generated tokens are dropped first: no later prompt contains them.
-    fn save_prompt(&mut self, prompt_len: usize) {
-        if !self.prompts.enabled() || prompt_len == 0 || self.truncate(prompt_len).is_err() {
-            return;
-        }
-        if self.kv.len() != prompt_len {
-            return;
-        }
-        let Ok(Some(state)) = self.read_state(self.prompts.limit()) else {
-            return;
-        };
-        self.prompts.insert(self.kv.clone(), state);
     }
 }
 
+impl Disk {
+    /// `block-{model}-{key and tokens}.kv`: a new model file, llama.cpp
+    /// build, KV type, context shape or prompt gives a new name.
+    fn path_of(&self, tokens: &[LlamaToken]) -> PathBuf {
+        let name = self.key.file_name(tokens);
+        let name = name.strip_prefix("prefix-").unwrap_or(&name);
+        self.dir.join(format!("block-{name}"))
+    }
+
+    /// The file of `tokens`, mapped and checked; a damaged or stale one is
+    /// removed (it is computed again after this job).
+    fn open(&mut self, tokens: &[LlamaToken]) -> Option<DiskFile> {
+        let path = self.path_of(tokens);
+        let file = std::fs::File::open(&path).ok()?;
+        // SAFETY: the mapping is read-only and the file is only ever
+        // replaced by rename, never written in place, so its pages do not
+        // change under us; a file truncated by another hand fails the
+        // length check below rather than fault (its pages are checked
+        // before llama.cpp reads any).
+        let map = match unsafe { memmap2::Mmap::map(&file) } {
+            Ok(m) => m,
+            Err(e) => {
+                self.failed(&e);
+                return None;
+            }
+        };
+        match prefix::decode(&map, &self.key) {
+            Ok((saved, state)) if saved == tokens => {
+                let state_at = map.len() - state.len();
+                Some(DiskFile {
+                    path,
+                    map,
+                    tokens: saved,
+                    state_at,
+                })
+            }
+            Ok(_) => {
+                tracing::warn!(file = %path.display(), "saved prompt state holds other tokens; removing it");
+                let _ = std::fs::remove_file(&path);
+                None
+            }
+            Err(reason) => {
+                tracing::warn!(file = %path.display(), %reason, "saved prompt state does not load; removing it");
+                let _ = std::fs::remove_file(&path);
+                None
+            }
+        }
+    }
+
+    /// The tier's files with their size and last use.
+    fn files(&self) -> Vec<(PathBuf, u64, SystemTime)> {
+        let Ok(dir) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        dir.flatten()
+            .filter(|e| {
+                let n = e.file_name();
+                let n = n.to_string_lossy();
+                n.starts_with("block-") && n.ends_with(".kv")
+            })
+            .filter_map(|e| {
+                let m = e.metadata().ok()?;
+                Some((e.path(), m.len(), m.modified().ok()?))
+            })
+            .collect()
+    }
+
+    /// Drops the least recently used files until the tier is within its
+    /// limit, never `keep` (the state just written).
+    fn evict(&mut self, keep: &Path) {
+        let mut files = self.files();
+        let mut total: u64 = files.iter().map(|f| f.1).sum();
+        files.sort_by_key(|f| f.2);
+        for (path, size, _) in files {
+            if total <= self.limit {
+                break;
+            }
+            if path == keep {
+                continue;
+            }
+            if std::fs::remove_file(&path).is_ok() {
+                total -= size;
+                tracing::debug!(file = %path.display(), "prompt state evicted from disk");
+            }
+        }
+    }
+
+    fn failed(&mut self, e: &std::io::Error) {
+        if self.warned {
+            tracing::debug!(dir = %self.dir.display(), error = %e, "prompt state disk tier failed again");
+            return;
+        }
+        self.warned = true;
+        tracing::warn!(dir = %self.dir.display(), error = %e, "prompt states cannot be kept on disk; alarms are still answered (from RAM or by reading the prompt)");
+    }
+}
+
+/// Marks a file as just used: the disk tier evicts by modification time.
+fn touch(path: &Path) {
+    if let Ok(f) = std::fs::File::options().append(true).open(path) {
+        let _ = f.set_modified(SystemTime::now());
+    }
+}
+
+/// Keeps unit tests of the pure parts close to the code.
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::prefix::StateShape;
 
     fn toks(v: &[i32]) -> Vec<LlamaToken> {
         v.iter().map(|&t| LlamaToken(t)).collect()
@@ -143,37 +370,162 @@ mod tests {
         toks(&(first..first + len).collect::<Vec<_>>())
     }
 
+    const SHAPE: StateShape = StateShape {
+        n_ctx: 2048,
+        n_batch: 512,
+        n_ubatch: 512,
+    };
+
+    fn ram_best(c: &mut PromptCache, p: &[LlamaToken], current: usize) -> Option<usize> {
+        match c.best(p, None, current) {
+            Some(Restore::Ram(i)) => Some(i),
+            _ => None,
+        }
+    }
+
+    fn with_disk(dir: &Path, limit: u64) -> PromptCache {
+        let spec = DiskSpec {
+            dir: dir.to_path_buf(),
+            limit,
+            model_key: "aaaaaaaaaaaaaaaaaaaa".into(),
+            kv_type: "f16".into(),
+        };
+        PromptCache::new(0, Some((&spec, SHAPE)))
+    }
+
     #[test]
     fn the_oldest_states_make_room_for_a_new_one() {
-        let mut c = PromptCache::new(10);
-        c.insert(prompt(0, 40), vec![0; 4]);
-        c.insert(prompt(100, 40), vec![0; 4]);
-        c.insert(prompt(200, 40), vec![0; 4]);
-        assert!(c.best(&prompt(0, 40), 0).is_none(), "the oldest stayed");
-        assert!(c.best(&prompt(100, 40), 0).is_some());
-        assert!(c.best(&prompt(200, 40), 0).is_some());
+        let mut c = PromptCache::new(10, None);
+        c.insert_ram(prompt(0, 40), vec![0; 4]);
+        c.insert_ram(prompt(100, 40), vec![0; 4]);
+        c.insert_ram(prompt(200, 40), vec![0; 4]);
+        assert!(
+            ram_best(&mut c, &prompt(0, 40), 0).is_none(),
+            "the oldest stayed"
+        );
+        assert!(ram_best(&mut c, &prompt(100, 40), 0).is_some());
+        assert!(ram_best(&mut c, &prompt(200, 40), 0).is_some());
         assert_eq!(c.bytes, 8);
     }
 
     #[test]
     fn a_prompt_saved_again_replaces_its_state() {
-        let mut c = PromptCache::new(100);
-        c.insert(prompt(0, 40), vec![1; 4]);
-        c.insert(prompt(0, 40), vec![2; 6]);
+        let mut c = PromptCache::new(100, None);
+        c.insert_ram(prompt(0, 40), vec![1; 4]);
+        c.insert_ram(prompt(0, 40), vec![2; 6]);
         assert_eq!(c.saved.len(), 1);
         assert_eq!(c.bytes, 6);
-        assert_eq!(c.best(&prompt(0, 40), 0).map(|s| s.state[0]), Some(2));
+        let i = ram_best(&mut c, &prompt(0, 40), 0).unwrap();
+        assert_eq!(c.ram_entry(i).1[0], 2);
     }
 
     #[test]
     fn a_state_is_restored_only_for_a_clear_gain() {
-        let mut c = PromptCache::new(100);
-        c.insert(prompt(0, 40), vec![0; 4]);
-        // The cache already holds 20 of the 40 shared tokens: 20 is no gain.
-        assert!(c.best(&prompt(0, 40), 20).is_none());
-        assert!(c.best(&prompt(0, 40), 0).is_some());
-        c.clear();
-        assert!(c.best(&prompt(0, 40), 0).is_none());
-        assert_eq!(c.bytes, 0);
+        let mut c = PromptCache::new(100, None);
+        c.insert_ram(prompt(0, 40), vec![0; 4]);
+        // The cache already holds 20 of the 40: a gain of 20 is too small.
+        assert!(ram_best(&mut c, &prompt(0, 40), 20).is_none());
+        assert!(ram_best(&mut c, &prompt(0, 40), 0).is_some());
+    }
+
+    #[test]
+    fn a_block_on_disk_is_found_again_by_a_new_cache_and_serves_a_longer_prompt() {
+        let d = tempfile::tempdir().unwrap();
+        let block = prompt(0, 100);
+        with_disk(d.path(), 1 << 20).insert_disk(&block, b"the llama state", 0);
+        // A restart: a new cache over the same directory.
+        let mut c = with_disk(d.path(), 1 << 20);
+        let mut alarm = block.clone();
+        alarm.extend(prompt(5000, 30));
+        match c.best(&alarm, Some(100), 10) {
+            Some(Restore::Disk(f)) => {
+                assert_eq!(f.tokens(), &block[..]);
+                assert_eq!(f.state(), Some(&b"the llama state"[..]));
+            }
+            _ => panic!("the block's state was not found on disk"),
+        }
+        // Not for a prompt whose block differs, nor when the cache holds it.
+        let mut other = prompt(0, 99);
+        other.extend(prompt(7000, 31));
+        assert!(c.best(&other, Some(100), 0).is_none());
+        assert!(c.best(&alarm, Some(100), 90).is_none());
+    }
+
+    #[test]
+    fn a_damaged_state_file_is_removed_and_not_offered() {
+        let d = tempfile::tempdir().unwrap();
+        let block = prompt(0, 100);
+        let mut c = with_disk(d.path(), 1 << 20);
+        c.insert_disk(&block, b"the llama state", 0);
+        let path = c.disk.as_ref().unwrap().path_of(&block);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        std::fs::write(&path, bytes).unwrap();
+        assert!(c.best(&block, Some(100), 0).is_none());
+        assert!(!path.exists(), "the damaged file stayed");
+        assert!(c.disk_wants(&block), "it is not computed again");
+    }
+
+    #[test]
+    fn a_state_of_another_model_or_kv_type_is_never_offered() {
+        let d = tempfile::tempdir().unwrap();
+        let block = prompt(0, 100);
+        with_disk(d.path(), 1 << 20).insert_disk(&block, b"state", 0);
+        let spec = DiskSpec {
+            dir: d.path().to_path_buf(),
+            limit: 1 << 20,
+            model_key: "aaaaaaaaaaaaaaaaaaaa".into(),
+            kv_type: "q8_0".into(),
+        };
+        let mut c = PromptCache::new(0, Some((&spec, SHAPE)));
+        assert!(c.best(&block, Some(100), 0).is_none());
+    }
+
+    #[test]
+    fn the_least_recently_used_state_leaves_the_disk_first() {
+        let d = tempfile::tempdir().unwrap();
+        let state = vec![7u8; 1000];
+        // Room for two states of ~1.4 KB, not three.
+        let mut c = with_disk(d.path(), 3000);
+        let (a, b, x) = (prompt(0, 100), prompt(1000, 100), prompt(2000, 100));
+        c.insert_disk(&a, &state, 0);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        c.insert_disk(&b, &state, 0);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        // `a` is used again, so `b` is now the least recently used.
+        let r = c.best(&a, Some(100), 0).unwrap();
+        c.used(&r);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        c.insert_disk(&x, &state, 0);
+        assert!(!c.disk_wants(&a), "the recently used state was evicted");
+        assert!(c.disk_wants(&b), "the least recently used state stayed");
+        assert!(!c.disk_wants(&x), "the new state was not kept");
+    }
+
+    #[test]
+    fn a_disk_that_cannot_be_written_fails_no_job() {
+        let d = tempfile::tempdir().unwrap();
+        // A file where the directory should be: every write fails.
+        let blocked = d.path().join("prompts");
+        std::fs::write(&blocked, b"").unwrap();
+        let mut c = with_disk(&blocked, 1 << 20);
+        c.insert_disk(&prompt(0, 100), b"state", 0);
+        c.insert_disk(&prompt(0, 100), b"state", 0);
+        assert!(c.disk.as_ref().unwrap().warned);
+        assert!(c.best(&prompt(0, 100), Some(100), 0).is_none());
+    }
+
+    #[test]
+    fn disk_files_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        crate::durable::tests::with_umask(0, || {
+            let d = tempfile::tempdir().unwrap();
+            let mut c = with_disk(d.path(), 1 << 20);
+            c.insert_disk(&prompt(0, 100), b"state", 0);
+            let path = c.disk.as_ref().unwrap().path_of(&prompt(0, 100));
+            let mode = std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600);
+        });
     }
 }

@@ -11,9 +11,12 @@ use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::model::LlamaModel;
 
-use super::context::SlotState;
+use super::error::LlmError;
+use super::generate::generate;
 use super::job::{GenOutput, GenRequest, SlotSettings};
-use super::LlmError;
+use super::kv::Kv;
+use super::speculate::{measure_verify, verify_cost};
+use super::warm;
 use crate::watchdog::Progress;
 
 pub(super) enum SlotMsg {
@@ -23,8 +26,9 @@ pub(super) enum SlotMsg {
     ),
     /// Drop the context and build a fresh one (after a cancelled job).
     Reset(tokio::sync::oneshot::Sender<Result<(), LlmError>>),
-    /// Keep only the first n cached tokens (0: cold). For measurements.
-    Keep(usize, tokio::sync::oneshot::Sender<()>),
+    /// Keep only the first n cached tokens (0: cold), and no saved prompt
+    /// state in RAM, nor on disk when asked. For measurements.
+    Keep(usize, bool, tokio::sync::oneshot::Sender<()>),
     /// Time one decode of 1..=n rows with logits for every row (what a draft
     /// verification costs), `reps` times each, after the cached prefix.
     VerifyCost(
@@ -86,7 +90,7 @@ pub(super) fn run(
             tracing::warn!(slot, error = %e, "cannot pin slot thread to llm.cpus");
         }
     }
-    let backend = super::backend();
+    let backend = super::model::backend();
     let build = || -> Result<LlamaContext<'_>, LlmError> {
         let _g = CONTEXT_BUILD.lock().unwrap_or_else(|e| e.into_inner());
         model
@@ -96,7 +100,7 @@ pub(super) fn run(
     let mut state = match build() {
         Ok(ctx) => {
             let _ = ready.send(Ok(()));
-            SlotState::new(&model, ctx, &settings, &progress)
+            Kv::new(&model, ctx, &settings, &progress, slot)
         }
         Err(e) => {
             let _ = ready.send(Err(e));
@@ -105,31 +109,31 @@ pub(super) fn run(
     };
     // After `ready`, so the daemon connects meanwhile; the first job simply
     // queues behind the prefix on this thread.
-    warm(&mut state, &settings, &progress, slot);
+    warm_up(&mut state, &settings, &progress);
     while let Ok(msg) = rx.recv() {
         match msg {
             SlotMsg::Run(req, reply) => {
                 // The watchdog's bound sits a little above the generation's own:
                 // exceeding it means the loop lost its bound, not a long answer.
                 progress.start_job(req.max_tokens + 16);
-                let r = state.generate(&req);
+                let r = generate(&mut state, &req);
                 progress.finish_job();
                 let _ = reply.send(r);
                 state.save_unsaved();
             }
-            SlotMsg::Keep(n, reply) => {
-                state.keep(n);
+            SlotMsg::Keep(n, disk_too, reply) => {
+                state.keep(n, disk_too);
                 let _ = reply.send(());
             }
             SlotMsg::VerifyCost(rows, reps, reply) => {
-                let _ = reply.send(state.verify_cost(rows, reps));
+                let _ = reply.send(verify_cost(&mut state, rows, reps));
             }
             SlotMsg::Reset(reply) => {
                 drop(state);
                 match build() {
                     Ok(ctx) => {
-                        state = SlotState::new(&model, ctx, &settings, &progress);
-                        warm(&mut state, &settings, &progress, slot);
+                        state = Kv::new(&model, ctx, &settings, &progress, slot);
+                        warm_up(&mut state, &settings, &progress);
                         let _ = reply.send(Ok(()));
                     }
                     Err(e) => {
@@ -145,15 +149,15 @@ pub(super) fn run(
 /// Runs the prefix warm-up as a job the watchdog can see: a job waiting
 /// behind a warm-up that hangs in native code must find the slot hung and
 /// have it replaced, not wait forever for a thread that never reads it.
-fn warm(state: &mut SlotState<'_>, settings: &SlotSettings, progress: &Progress, slot: usize) {
+fn warm_up(state: &mut Kv<'_>, settings: &SlotSettings, progress: &Progress) {
     if let Some(p) = &settings.prefix {
         progress.start_job(0);
-        state.warm(p, slot);
+        warm::warm(state, p);
         progress.finish_job();
     }
     if settings.verify_rows > 0 {
         progress.start_job(0);
-        state.measure_verify(settings.verify_rows, slot);
+        measure_verify(state, settings.verify_rows);
         progress.finish_job();
     }
 }

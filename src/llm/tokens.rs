@@ -17,11 +17,40 @@ use crate::prompt::Prompt;
 /// is tokenized (so the cached prefix is a prefix of every prompt), the data
 /// as plain text, the tail with its template tokens.
 pub fn prompt_tokens(model: &LlamaModel, p: &Prompt) -> Vec<LlamaToken> {
+    prompt_tokens_block(model, p).tokens
+}
+
+/// A prompt's tokens, and how many of them end with its passage block:
+/// the prefix that alarms retrieving the same sections share, which the
+/// disk tier of the prompt cache keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptTokens {
+    pub tokens: Vec<LlamaToken>,
+    /// None when the prompt has no alarm block after its passages.
+    pub block: Option<usize>,
+}
+
+/// `prompt_tokens`, with where the passage block ends. The block and the
+/// alarm after it are tokenized apart, so the block's tokens do not depend
+/// on the alarm.
+pub fn prompt_tokens_block(model: &LlamaModel, p: &Prompt) -> PromptTokens {
     let vocab = model.vocab();
     let mut out = head_tokens(model, p.head());
-    push_data(&vocab, p.data(), &mut out);
+    let data = p.data();
+    let block = match p.block_len() {
+        Some(n) => {
+            push_data(&vocab, &data[..n], &mut out);
+            let block = out.len();
+            push_data(&vocab, &data[n..], &mut out);
+            Some(block)
+        }
+        None => {
+            push_data(&vocab, data, &mut out);
+            None
+        }
+    };
     out.extend(vocab.tokenize(p.tail().as_bytes(), false, true));
-    out
+    PromptTokens { tokens: out, block }
 }
 
 /// Tokens of a prompt's head, the static prefix a slot keeps cached: BOS,

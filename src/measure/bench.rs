@@ -407,9 +407,9 @@ async fn probe_cases(
     // every daemon job starts), so the two compare.
     let style = crate::llm::Style::Schema;
     for case in cases.iter().take(c.rag_cases.max(1)) {
-        slot.keep_cache(0).await;
+        slot.keep_cache(0, false).await;
         let cold = crate::measure::eval::probe_ttft(pipeline, slot, &case.alarm, style).await;
-        slot.keep_cache(prefix_tokens).await;
+        slot.keep_cache(prefix_tokens, false).await;
         let t = Instant::now();
         let tr = pipeline.diagnose_traced(slot, &case.alarm, style).await;
         if let Some(o) = &tr.first {

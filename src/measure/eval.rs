@@ -754,10 +754,10 @@ pub async fn run_full(
         let probed = i % TTFT_EVERY == 0;
         let mut cold = Probe::Skipped;
         if probed {
-            slot.keep_cache(0).await;
+            slot.keep_cache(0, false).await;
             cold = probe_ttft(pipeline, slot, &c.alarm, style).await;
         }
-        slot.keep_cache(prefix_tokens).await;
+        slot.keep_cache(prefix_tokens, false).await;
         let t = std::time::Instant::now();
         let tr = pipeline.diagnose_traced(slot, &c.alarm, style).await;
         lat.push(t.elapsed().as_secs_f64() * 1e3);
@@ -1019,7 +1019,7 @@ pub async fn run_answers(
     for (i, c) in cases.iter().enumerate() {
         for j in 0..modes.len() {
             let k = (i + j) % modes.len();
-            slot.keep_cache(prefix_tokens).await;
+            slot.keep_cache(prefix_tokens, false).await;
             let t = std::time::Instant::now();
             let tr = pipes[k]
                 .diagnose_traced(slot, &c.alarm, crate::llm::Style::Schema)

@@ -279,11 +279,11 @@ pub async fn run_spec(
     let mut out = Vec::new();
     let picked: Vec<&Case> = cases.iter().step_by(every.max(1)).collect();
     for (i, c) in picked.iter().enumerate() {
-        slot.keep_cache(prefix).await;
+        slot.keep_cache(prefix, false).await;
         let a = off
             .diagnose_stepped(slot, &c.alarm, crate::llm::Style::Schema)
             .await;
-        slot.keep_cache(prefix).await;
+        slot.keep_cache(prefix, false).await;
         let b = on
             .diagnose_stepped(slot, &c.alarm, crate::llm::Style::Schema)
             .await;
@@ -316,7 +316,7 @@ pub async fn run_spec(
     if progress {
         eprintln!();
     }
-    slot.keep_cache(prefix).await;
+    slot.keep_cache(prefix, false).await;
     let rows = (lookup.draft_max + 1).max(8);
     let verify_ms = slot.verify_cost(rows, 5).await.unwrap_or_else(|e| {
         tracing::warn!(error = %e, "cannot measure what a verification costs");
@@ -395,11 +395,11 @@ pub async fn run_interleaved(
     let cases: Vec<&Case> = cases.iter().take(n).collect();
     let mut cold = Vec::new();
     for c in &cases {
-        slot.keep_cache(0).await;
+        slot.keep_cache(0, false).await;
         cold.push(probe(pipeline, slot, &c.alarm).await.map(|o| o.ttft_ms));
     }
     // An empty cache, saved prompts included; from here on nothing is cleared.
-    slot.keep_cache(0).await;
+    slot.keep_cache(0, false).await;
     let mut repeat = vec![None; cold.len()];
     let (mut resumed, mut failed) = (0, 0);
     let group = gap + 1;

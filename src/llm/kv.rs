@@ -1,0 +1,497 @@
+//! The KV side of a slot: its llama.cpp context, the batch, which tokens the
+//! cache holds, and the prompt states kept to resume later prompts
+//! (`PromptCache`, RAM and disk). Owns decoding after the cache (in chunks,
+//! or one batch with logits for the rows asked), dropping tokens from a
+//! position on, and bringing the cache to a new prompt with as much of what
+//! it holds, or of a saved state, reused as possible. Every decode reports
+//! progress to the watchdog and stops on its cancel flag.
+//!
+//! It knows nothing of a job's answer: the decoders (`decode_json`,
+//! `choose`, `speculate`) take a `Kv` and the job's `Tally` as arguments.
+
+use std::sync::Arc;
+
+use llama_cpp_2::context::session::LlamaStateSeqFlags;
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::LlamaModel;
+use llama_cpp_2::token::LlamaToken;
+
+use super::error::LlmError;
+use super::fault;
+use super::job::SlotSettings;
+use super::lookup;
+use super::prefix::StateShape;
+use super::prompt_cache::{PromptCache, Restore};
+use crate::watchdog::Progress;
+
+/// A slot's context and its KV bookkeeping.
+pub(super) struct Kv<'m> {
+    model: &'m LlamaModel,
+    ctx: LlamaContext<'m>,
+    batch: LlamaBatch<'static>,
+    /// Tokens whose keys/values are in the cache, at positions 0..len.
+    tokens: Vec<LlamaToken>,
+    n_batch: usize,
+    n_ctx: usize,
+    /// Tokens per prompt decode: small enough that a pre-emption request is
+    /// seen within seconds on the board, where one 256-token batch takes
+    /// ~25 s (`[llm] prompt_chunk`).
+    chunk: usize,
+    progress: &'m Progress,
+    /// The slot's number: its temp files, its log lines.
+    slot: usize,
+    /// Saved prompts' KV states, to resume a prompt that shares them.
+    prompts: PromptCache,
+    /// Measured ms of a k-row verification (index k-1), once per context.
+    verify_ms: Option<Vec<f64>>,
+    /// The last answer's prompt, whose state is still to be saved
+    /// (`save_unsaved`): its length, and where its passage block ends.
+    unsaved: Option<(usize, Option<usize>)>,
+}
+
+impl<'m> Kv<'m> {
+    pub(super) fn new(
+        model: &'m LlamaModel,
+        ctx: LlamaContext<'m>,
+        s: &SlotSettings,
+        progress: &'m Arc<Progress>,
+        slot: usize,
+    ) -> Self {
+        let shape = StateShape {
+            n_ctx: ctx.n_ctx(),
+            n_batch: ctx.n_batch(),
+            n_ubatch: ctx.n_ubatch(),
+        };
+        let prompts = PromptCache::new(
+            s.prompt_cache_bytes,
+            s.prompt_disk.as_ref().map(|d| (d, shape)),
+        );
+        Self {
+            model,
+            ctx,
+            batch: LlamaBatch::new(s.batch as usize, 1),
+            tokens: Vec::new(),
+            n_batch: s.batch as usize,
+            n_ctx: s.ctx as usize,
+            chunk: s.prompt_chunk.clamp(1, s.batch.max(1) as usize),
+            progress,
+            slot,
+            prompts,
+            verify_ms: None,
+            unsaved: None,
+        }
+    }
+
+    pub(super) fn model(&self) -> &'m LlamaModel {
+        self.model
+    }
+
+    /// The context, for samplers and llama.cpp's timings.
+    pub(super) fn ctx(&self) -> &LlamaContext<'m> {
+        &self.ctx
+    }
+
+    pub(super) fn progress(&self) -> &'m Progress {
+        self.progress
+    }
+
+    /// The tokens the cache holds.
+    pub(super) fn tokens(&self) -> &[LlamaToken] {
+        &self.tokens
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    pub(super) fn n_batch(&self) -> usize {
+        self.n_batch
+    }
+
+    pub(super) fn n_ctx(&self) -> usize {
+        self.n_ctx
+    }
+
+    /// What llama.cpp made of the settings, not the settings: it sizes the
+    /// buffers a saved state is read into.
+    pub(super) fn shape(&self) -> StateShape {
+        StateShape {
+            n_ctx: self.ctx.n_ctx(),
+            n_batch: self.ctx.n_batch(),
+            n_ubatch: self.ctx.n_ubatch(),
+        }
+    }
+
+    pub(super) fn slot(&self) -> usize {
+        self.slot
+    }
+
+    pub(super) fn verify_ms(&self) -> Option<&[f64]> {
+        self.verify_ms.as_deref()
+    }
+
+    pub(super) fn set_verify_ms(&mut self, ms: Vec<f64>) {
+        self.verify_ms = Some(ms);
+    }
+
+    /// The logits row `idx` of the last decode.
+    pub(super) fn logits(&self, idx: i32) -> &[f32] {
+        self.ctx.get_logits_ith(idx)
+    }
+
+    pub(super) fn tokenize(&self, text: &str, special: bool) -> Vec<LlamaToken> {
+        self.model
+            .vocab()
+            .tokenize(text.as_bytes(), special, special)
+    }
+
+    pub(super) fn piece(&self, t: LlamaToken) -> Vec<u8> {
+        self.model.vocab().token_to_piece(t, false, None)
+    }
+
+    /// The text of the cache from `start` on, then of `pending`.
+    pub(super) fn text(&self, start: usize, pending: &[LlamaToken]) -> String {
+        let bytes: Vec<u8> = self.tokens[start.min(self.tokens.len())..]
+            .iter()
+            .chain(pending)
+            .flat_map(|&t| self.piece(t))
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// Starts a job's clock: llama.cpp starts a decode's clock at the decode
+    /// and stops it at the next synchronize; a decode whose logits nobody
+    /// read (a cancelled job) would otherwise bill the gap before this job
+    /// to this job.
+    pub(super) fn start_timings(&mut self) {
+        self.ctx.synchronize();
+        self.ctx.reset_timings();
+    }
+
+    /// llama.cpp's own decode time since `start_timings` (prompt + eval).
+    pub(super) fn decode_ms(&mut self) -> f64 {
+        let t = self.ctx.timings();
+        t.t_p_eval_ms() + t.t_eval_ms()
+    }
+
+    /// Forgets every cached token (a failed decode leaves the cache in an
+    /// unknown state).
+    pub(super) fn clear(&mut self) {
+        self.ctx.clear_kv_cache();
+        self.tokens.clear();
+    }
+
+    /// Decodes `tokens` after the cache, `chunk` tokens a call (fewer than
+    /// a batch where pre-emption needs it); logits for the last one.
+    /// Returns the batch index of that logit row.
+    pub(super) fn decode(&mut self, tokens: &[LlamaToken]) -> Result<i32, LlmError> {
+        if tokens.is_empty() {
+            return Err(LlmError::Decode("nothing to decode".into()));
+        }
+        self.fits(tokens.len())?;
+        let mut last_idx = 0;
+        let mut i = 0;
+        while i < tokens.len() {
+            self.check_stop()?;
+            fault::native_stall();
+            let end = (i + self.chunk).min(tokens.len());
+            let n = tokens.len();
+            self.decode_batch(&tokens[i..end], |j| i + j + 1 == n)?;
+            last_idx = (end - i - 1) as i32;
+            i = end;
+        }
+        Ok(last_idx)
+    }
+
+    /// Decodes `tokens` after the cache in one batch with logits for every
+    /// one of them: row i predicts the token after `tokens[i]`.
+    pub(super) fn decode_rows(&mut self, tokens: &[LlamaToken]) -> Result<(), LlmError> {
+        self.decode_rows_with_logits(tokens, tokens.len())
+    }
+
+    /// `decode_rows` with logits for the first `with_logits` rows only.
+    pub(super) fn decode_rows_with_logits(
+        &mut self,
+        tokens: &[LlamaToken],
+        with_logits: usize,
+    ) -> Result<(), LlmError> {
+        if tokens.is_empty() || tokens.len() > self.n_batch {
+            return Err(LlmError::Decode(format!(
+                "cannot verify {} tokens in a batch of {}",
+                tokens.len(),
+                self.n_batch
+            )));
+        }
+        self.fits(tokens.len())?;
+        self.check_stop()?;
+        self.decode_batch(tokens, |j| j < with_logits)
+    }
+
+    /// Fails when `n` more tokens would not fit the context.
+    pub(super) fn fits(&self, n: usize) -> Result<(), LlmError> {
+        if self.tokens.len() + n >= self.n_ctx {
+            return Err(LlmError::ContextFull {
+                need: self.tokens.len() + n,
+                have: self.n_ctx,
+            });
+        }
+        Ok(())
+    }
+
+    /// Cancelled (watchdog, shutdown) or asked to make way for a more
+    /// urgent alarm: either way the next model call does not start.
+    fn check_stop(&self) -> Result<(), LlmError> {
+        if self.progress.cancelled() {
+            return Err(LlmError::Cancelled);
+        }
+        if self.progress.preempt_requested() {
+            return Err(LlmError::Preempted);
+        }
+        Ok(())
+    }
+
+    /// One llama_decode of `tokens` after the cache; `logits(j)` says which
+    /// rows get logits.
+    pub(super) fn decode_batch(
+        &mut self,
+        tokens: &[LlamaToken],
+        logits: impl Fn(usize) -> bool,
+    ) -> Result<(), LlmError> {
+        self.batch.clear();
+        for (j, t) in tokens.iter().enumerate() {
+            self.batch
+                .add(*t, (self.tokens.len() + j) as i32, &[0], logits(j))
+                .map_err(|e| LlmError::Decode(e.to_string()))?;
+        }
+        let t0 = std::time::Instant::now();
+        self.ctx.decode(&mut self.batch).map_err(|e| {
+            if self.progress.cancelled() {
+                LlmError::Cancelled
+            } else {
+                LlmError::Decode(e.to_string())
+            }
+        })?;
+        // Where a generation's time goes, call by call (`RUST_LOG=tidewatch=trace`).
+        tracing::trace!(
+            rows = tokens.len(),
+            us = t0.elapsed().as_micros() as u64,
+            "decode"
+        );
+        self.tokens.extend_from_slice(tokens);
+        self.progress.heartbeat();
+        Ok(())
+    }
+
+    /// Drops cached tokens from position `n` on (rejected draft tokens).
+    pub(super) fn truncate(&mut self, n: usize) -> Result<(), LlmError> {
+        if n >= self.tokens.len() {
+            return Ok(());
+        }
+        let ok = self
+            .ctx
+            .clear_kv_cache_seq(Some(0), Some(n as u32), None)
+            .map_err(|e| LlmError::Decode(e.to_string()))?;
+        if !ok {
+            return Err(LlmError::Decode(format!(
+                "llama.cpp could not drop cached tokens from position {n}"
+            )));
+        }
+        self.tokens.truncate(n);
+        Ok(())
+    }
+
+    /// Keeps only the first `n` cached tokens (0: none), for a measurement
+    /// that starts cold or from the static prefix. A measurement that asks
+    /// for a cold or prefix-only cache must not be served from a saved
+    /// prompt either, so `tiers` (RAM, and disk when asked) are emptied.
+    pub(super) fn keep(&mut self, n: usize, disk_too: bool) {
+        self.save_unsaved();
+        self.prompts.clear(disk_too);
+        if n >= self.tokens.len() {
+            return;
+        }
+        let ok = n > 0
+            && self
+                .ctx
+                .clear_kv_cache_seq(Some(0), Some(n as u32), None)
+                .unwrap_or(false);
+        if ok {
+            self.tokens.truncate(n);
+        } else {
+            self.clear();
+        }
+    }
+
+    /// Brings the cache to `prompt`, reusing the longest common prefix of
+    /// what it holds or of a saved state (`block` is where the prompt's
+    /// passage block ends, the prefix the disk tier keeps), and returns the
+    /// logits index plus how many tokens were reused. A prompt read only in
+    /// part (pre-empted, cancelled) keeps what was read in the cache.
+    pub(super) fn prefill(
+        &mut self,
+        prompt: &[LlamaToken],
+        block: Option<usize>,
+    ) -> Result<(i32, usize), LlmError> {
+        self.save_unsaved();
+        self.resume_saved(prompt, block);
+        let mut lcp = lookup::common_prefix(&self.tokens, prompt);
+        // At least one token must be decoded to get fresh logits.
+        if lcp == prompt.len() {
+            lcp -= 1;
+        }
+        if lcp < self.tokens.len() {
+            let ok = self
+                .ctx
+                .clear_kv_cache_seq(Some(0), Some(lcp as u32), None)
+                .map_err(|e| LlmError::Decode(e.to_string()))?;
+            if !ok {
+                self.ctx.clear_kv_cache();
+                lcp = 0;
+            }
+            self.tokens.truncate(lcp);
+        }
+        let idx = self.decode(&prompt[lcp..])?;
+        Ok((idx, lcp))
+    }
+
+    /// Restores the saved prompt state sharing the most with `prompt`, when
+    /// it shares clearly more than the cache holds now.
+    fn resume_saved(&mut self, prompt: &[LlamaToken], block: Option<usize>) {
+        let current = lookup::common_prefix(&self.tokens, prompt);
+        let Some(found) = self.prompts.best(prompt, block, current) else {
+            return;
+        };
+        let t0 = std::time::Instant::now();
+        let ok = match &found {
+            Restore::Ram(i) => {
+                let (tokens, state) = self.prompts.ram_entry(*i);
+                // SAFETY: the bytes are what `state_seq_get_data_ext` of this
+                // very context wrote (same model, build and shape).
+                let ok = unsafe { set_seq_state(&mut self.ctx, state) };
+                self.tokens = if ok { tokens.to_vec() } else { Vec::new() };
+                ok
+            }
+            Restore::Disk(file) => match file.state() {
+                // SAFETY: `PromptCache::best` opened the file under this
+                // model, build and shape, and checked its length and CRC.
+                Some(state) => unsafe { self.set_state(state, file.tokens().to_vec()) },
+                None => false,
+            },
+        };
+        let tier = found.tier();
+        if ok {
+            tracing::debug!(
+                tier,
+                tokens = self.tokens.len(),
+                ms = t0.elapsed().as_millis() as u64,
+                "prompt state restored"
+            );
+            self.prompts.used(&found);
+        } else {
+            tracing::warn!(
+                tier,
+                "saved prompt state did not restore; reading the prompt"
+            );
+            self.prompts.forget(found);
+        }
+    }
+
+    /// Replaces the cache with a saved sequence state holding `tokens`.
+    /// False (and an empty cache) when llama.cpp refuses it.
+    ///
+    /// # Safety
+    /// `state` must be what `state_seq_get_data_ext` wrote for this model,
+    /// llama.cpp build and context shape: llama.cpp aborts the process on a
+    /// state it cannot read.
+    pub(super) unsafe fn set_state(&mut self, state: &[u8], tokens: Vec<LlamaToken>) -> bool {
+        let ok = set_seq_state(&mut self.ctx, state);
+        self.tokens = if ok { tokens } else { Vec::new() };
+        ok
+    }
+
+    /// The cache's sequence state as llama.cpp writes it, unless that is
+    /// more than `max` bytes (then None, and nothing is copied).
+    pub(super) fn read_state(&self, max: usize) -> std::io::Result<Option<Vec<u8>>> {
+        let flags = LlamaStateSeqFlags::empty();
+        let size = self.ctx.state_seq_get_size_ext(0, flags);
+        if size > max {
+            return Ok(None);
+        }
+        let mut state = vec![0u8; size];
+        // SAFETY: the buffer has the size llama.cpp just reported.
+        let n = unsafe {
+            self.ctx
+                .state_seq_get_data_ext(state.as_mut_ptr(), 0, flags)
+        };
+        if n != size {
+            return Err(std::io::Error::other(format!(
+                "llama.cpp wrote {n} of {size} state bytes"
+            )));
+        }
+        Ok(Some(state))
+    }
+
+    /// Marks the prompt of the answer just written (`prompt_len` tokens, its
+    /// passage block ending at `block`) to be saved once the answer is out.
+    pub(super) fn mark_unsaved(&mut self, prompt_len: usize, block: Option<usize>) {
+        self.unsaved = Some((prompt_len, block));
+    }
+
+    /// Saves the state of the last answer's prompt (`unsaved`), if any. The
+    /// slot thread calls it once the answer is sent: copying the state out
+    /// takes ~120 ms with the 1.5B stand-in here, writing it to disk more,
+    /// which an alarm's answer need not wait for. A job that comes first
+    /// saves it before it starts.
+    pub(super) fn save_unsaved(&mut self) {
+        if let Some((n, block)) = self.unsaved.take() {
+            self.save_prompt(n, block);
+        }
+    }
+
+    /// Keeps this job's prompt state for later alarms that share it: the
+    /// whole prompt in RAM, and the prompt up to its passage block on disk
+    /// (what alarms of the same fault share across restarts). The generated
+    /// tokens are dropped first: no later prompt contains them.
+    fn save_prompt(&mut self, prompt_len: usize, block: Option<usize>) {
+        if prompt_len == 0 || self.truncate(prompt_len).is_err() || self.tokens.len() != prompt_len
+        {
+            return;
+        }
+        if self.prompts.ram_enabled() {
+            if let Ok(Some(state)) = self.read_state(self.prompts.ram_limit()) {
+                self.prompts.insert_ram(self.tokens.clone(), state);
+            }
+        }
+        let Some(block) = block.filter(|&b| b > 0 && b <= prompt_len) else {
+            return;
+        };
+        if !self.prompts.disk_wants(&self.tokens[..block]) {
+            return;
+        }
+        // The disk keeps the passage block, not the alarm after it: cut the
+        // cache back to it. The next job reads the alarm again either way.
+        if self.truncate(block).is_err() {
+            return;
+        }
+        match self.read_state(usize::MAX) {
+            Ok(Some(state)) => self.prompts.insert_disk(&self.tokens, &state, self.slot),
+            Ok(None) => {}
+            Err(e) => self.prompts.disk_failed(&e),
+        }
+    }
+}
+
+/// Replaces the context's sequence with a saved state; an empty cache when
+/// llama.cpp refuses it.
+///
+/// # Safety
+/// As `Kv::set_state`.
+unsafe fn set_seq_state(ctx: &mut LlamaContext<'_>, state: &[u8]) -> bool {
+    ctx.clear_kv_cache();
+    let ok = ctx.state_seq_set_data_ext(state, 0, LlamaStateSeqFlags::empty());
+    if !ok {
+        ctx.clear_kv_cache();
+    }
+    ok
+}
