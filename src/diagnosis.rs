@@ -1,6 +1,8 @@
 //! Diagnoses: the outbound wire format, and the answers built from retrieval
-//! alone when the model cannot (mode "degraded"), should not (mode "triage")
-//! or answered with nothing the passages support (mode "passages").
+//! alone when the model cannot (mode "degraded"), should not (mode "triage"),
+//! answered with nothing the passages support (mode "passages") or the
+//! manuals hold nothing for the alarm (mode "unmatched"); and what an
+//! answer says when no section is about its fault (`with_coverage`).
 //!
 //! Pure: passages and an alarm in, a `Diagnosis` out. The model-driven path lives
 //! in `llm`; the pipeline that chooses between them lives in `pipeline`.
@@ -8,6 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::alarm::Alarm;
+use crate::coverage::Coverage;
 use crate::retrieval::knowledge::ListKind;
 use crate::retrieval::Hit;
 
@@ -24,6 +27,9 @@ pub enum Mode {
     /// The LLM answered, but none of its causes was text the passages or the
     /// alarm support (`grounding::guard`); built from retrieval.
     Passages,
+    /// Nothing in the manuals matched the alarm (coverage "none"): answered
+    /// at once, without the model, saying so.
+    Unmatched,
 }
 
 impl Mode {
@@ -33,6 +39,7 @@ impl Mode {
             Mode::Degraded => "degraded",
             Mode::Triage => "triage",
             Mode::Passages => "passages",
+            Mode::Unmatched => "unmatched",
         }
     }
 }
@@ -150,6 +157,11 @@ pub struct Diagnosis {
     pub action_sources: Vec<String>,
     pub sources: Vec<Source>,
     pub mode: Mode,
+    /// Whether a section of the manuals is about this alarm's fault
+    /// (`coverage::judge`); absent in a diagnosis journaled before it
+    /// existed, which reads as covered.
+    #[serde(default)]
+    pub coverage: Coverage,
     /// Share (0..1, two decimals) of the model's causes that were text and
     /// supported by the passages (the alarm's own text is no support); what
     /// was not is not published.
@@ -295,6 +307,7 @@ pub fn from_passages(
         action_sources,
         sources,
         mode,
+        coverage: Coverage::Covered,
         // Every cause is the manuals' own; in mode "passages" the model's
         // were all dropped, and `grounding::guard` says so with 0.
         grounded: 1.0,
@@ -323,6 +336,7 @@ pub fn passages_summary(alarm: &Alarm, hits: &[Hit], mode: Mode) -> String {
         (Mode::Full, true) => "模型摘要不可用；参见手册",
         (Mode::Degraded, false) => "Model diagnosis unavailable; guidance from the manuals",
         (Mode::Degraded, true) => "模型诊断不可用；以下为手册中的指导",
+        (Mode::Unmatched, _) => return unmatched_summary(alarm, zh),
     };
     match hits.first() {
         Some(h) => format!("{why}: {} — {}.", h.title, h.section),
@@ -334,6 +348,99 @@ pub fn passages_summary(alarm: &Alarm, hits: &[Hit], mode: Mode) -> String {
             true => format!("{why}：知识库中没有告警 {} 的相关内容。", alarm.code),
         },
     }
+}
+
+/// True if the alarm's message is Chinese: its answer is then in Chinese.
+fn in_chinese(alarm: &Alarm) -> bool {
+    alarm
+        .message
+        .as_deref()
+        .is_some_and(crate::retrieval::tokenize::has_cjk)
+}
+
+fn unmatched_summary(alarm: &Alarm, zh: bool) -> String {
+    match zh {
+        false => format!(
+            "Not in the manuals: nothing in them matches alarm {}, so there is no diagnosis from them and the model was not run. Refer to the equipment maker's documentation.",
+            alarm.code
+        ),
+        true => format!(
+            "手册中没有与告警 {} 相关的内容，无法依据手册诊断，未运行模型。请查阅设备厂家资料。",
+            alarm.code
+        ),
+    }
+}
+
+/// The answer for an alarm the manuals hold nothing for (coverage "none"):
+/// a summary saying so, in the alarm's language, and no causes, actions or
+/// sources, because none of the passages found is about it.
+pub fn unmatched(alarm: &Alarm, model: &str, timings: Timings) -> Diagnosis {
+    Diagnosis {
+        alarm_id: alarm.id.clone(),
+        equipment: alarm.equipment.clone(),
+        code: alarm.code.clone(),
+        alarm_ts: alarm.ts.clone(),
+        severity: alarm.severity.as_str().into(),
+        summary: unmatched_summary(alarm, in_chinese(alarm)),
+        probable_causes: Vec::new(),
+        actions: Vec::new(),
+        action_sources: Vec::new(),
+        sources: Vec::new(),
+        mode: Mode::Unmatched,
+        coverage: Coverage::None,
+        grounded: 1.0,
+        model: model.to_string(),
+        timings,
+        ts: now_rfc3339(),
+    }
+}
+
+/// A diagnosis as its coverage makes it. A "related" answer rates no cause
+/// `high` (it is another fault's cause) and its summary opens by saying, in
+/// the alarm's language, that the manuals have no section for this fault
+/// and which sections it draws on (its sources, or the passages when it
+/// cites none); each cause keeps its `source`. A covered one is unchanged.
+pub fn with_coverage(
+    mut d: Diagnosis,
+    coverage: Coverage,
+    alarm: &Alarm,
+    hits: &[Hit],
+) -> Diagnosis {
+    d.coverage = coverage;
+    if coverage != Coverage::Related {
+        return d;
+    }
+    for c in &mut d.probable_causes {
+        if c.likelihood == "high" {
+            c.likelihood = "medium".into();
+        }
+    }
+    let mut drawn: Vec<String> = d
+        .sources
+        .iter()
+        .map(|s| format!("{} ({})", s.section, s.doc))
+        .collect();
+    if drawn.is_empty() {
+        drawn = hits
+            .iter()
+            .map(|h| format!("{} ({})", h.section, h.doc))
+            .collect();
+        drawn.dedup();
+    }
+    let note = match (in_chinese(alarm), drawn.is_empty()) {
+        (false, false) => format!(
+            "Not in the manuals: they have no section for this fault. This answer draws on the sections for other faults: {}.",
+            drawn.join("; ")
+        ),
+        (false, true) => "Not in the manuals: they have no section for this fault.".to_string(),
+        (true, false) => format!(
+            "手册中没有此故障的章节。本回答参照其他故障的章节：{}。",
+            drawn.join("；")
+        ),
+        (true, true) => "手册中没有此故障的章节。".to_string(),
+    };
+    d.summary = format!("{note} {}", d.summary);
+    d
 }
 
 /// Keeps the first of each (doc, section).
@@ -454,6 +561,67 @@ mod tests {
         let items = Item::of(&paren);
         assert_eq!(items[1].text, "严禁打开曲轴箱道门");
         assert!(items[1].source.ends_with("#2"), "{:?}", items[1]);
+    }
+
+    // Issue 30: a related answer rates no cause high, keeps every source and
+    // opens by saying, in the alarm's language, what it draws on.
+    #[test]
+    fn a_related_answer_rates_no_cause_high_and_says_what_it_draws_on() {
+        let hits = vec![Hit {
+            doc: "ballast-zh".into(),
+            ..crate::test_support::hit(
+                "BAL-VLV-FAIL 原因",
+                "压载遥控阀故障。可能原因：1）液压站压力低或电磁阀故障；2）阀门执行器漏油。",
+            )
+        }];
+        let zh = Alarm {
+            message: Some("压载泵启动失败".into()),
+            ..crate::test_support::alarm("AL-2041")
+        };
+        let d = from_passages(&zh, &hits, Mode::Triage, "m", Timings::default());
+        assert_eq!(d.probable_causes[0].likelihood, "high");
+        let r = with_coverage(d.clone(), Coverage::Related, &zh, &hits);
+        assert_eq!(r.coverage, Coverage::Related);
+        assert!(
+            r.probable_causes.iter().all(|c| c.likelihood != "high"),
+            "{r:?}"
+        );
+        assert_eq!(r.probable_causes[0].likelihood, "medium");
+        assert_eq!(r.probable_causes[0].source, d.probable_causes[0].source);
+        assert!(
+            r.summary.starts_with("手册中没有此故障的章节。本回答参照其他故障的章节：BAL-VLV-FAIL 原因 (ballast-zh)。"),
+            "{}",
+            r.summary
+        );
+        assert!(r.summary.ends_with(&d.summary));
+        let en = Alarm {
+            message: Some("ballast pump will not start".into()),
+            ..zh.clone()
+        };
+        let r = with_coverage(d.clone(), Coverage::Related, &en, &hits);
+        assert!(r.summary.starts_with("Not in the manuals: they have no section for this fault. This answer draws on the sections for other faults: BAL-VLV-FAIL 原因 (ballast-zh)."), "{}", r.summary);
+        // Covered: only the field changes.
+        let c = with_coverage(d.clone(), Coverage::Covered, &en, &hits);
+        assert_eq!(c, d);
+    }
+
+    #[test]
+    fn an_unmatched_answer_says_so_without_causes() {
+        let a = Alarm {
+            message: Some("X波段雷达磁控管寿命到期".into()),
+            ..crate::test_support::alarm("RAD-2")
+        };
+        let d = unmatched(&a, "m", Timings::default());
+        assert_eq!((d.mode, d.coverage), (Mode::Unmatched, Coverage::None));
+        assert!(
+            d.summary.starts_with("手册中没有与告警 RAD-2 相关的内容"),
+            "{}",
+            d.summary
+        );
+        assert!(d.probable_causes.is_empty() && d.actions.is_empty() && d.sources.is_empty());
+        let v: serde_json::Value = serde_json::from_slice(&payload(&d).unwrap()).unwrap();
+        assert_eq!(v["coverage"], "none");
+        assert_eq!(v["mode"], "unmatched");
     }
 
     #[test]

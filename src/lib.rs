@@ -8,7 +8,8 @@
 //!
 //! **The core.** `alarm` checks an alarm and names the topics;
 //! `pipeline` takes it to a diagnosis: `retrieval` finds the passages,
-//! `prompt` builds a short prompt, `llm` runs it on a slot thread under the
+//! `coverage` judges whether one is about the alarm's fault (an alarm
+//! nothing matches is answered at once), `prompt` builds a short prompt, `llm` runs it on a slot thread under the
 //! `watchdog`, and the output becomes a `diagnosis` (or a degraded one from
 //! retrieval if the model fails). `grounding` drops what of the model's
 //! answer is not text or not supported by the passages, and answers from the
@@ -44,6 +45,7 @@ pub mod alarm;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod coverage;
 pub mod crash;
 pub mod daemon;
 pub mod diagnosis;

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::alarm::Alarm;
 use crate::config::{Answer, Config};
+use crate::coverage::{self, Coverage, Judgement};
 use crate::diagnosis::{
     self, dedup_sources, round2, Cause, Diagnosis, Item, Mode, Source, Timings,
 };
@@ -21,7 +22,7 @@ use crate::llm::grammar::{passage_index, Choices};
 use crate::llm::{GenOutput, GenRequest, LlmError, Model, Slot, SlotCounters, SlotFailure, Style};
 use crate::prompt::{self, strip_think};
 use crate::retrieval::knowledge::ListKind;
-use crate::retrieval::{Hit, LiveIndex, Query};
+use crate::retrieval::{Hit, LiveIndex};
 
 /// The pipeline's counters, published on the status topic: answers by kind
 /// and the slots' health. What the daemon counts of its intake is the
@@ -35,6 +36,9 @@ pub struct Counters {
     /// passages' items (mode "passages"): the model did answer, so they stay
     /// in `diagnosed`, which says how often the model ran to the end.
     pub passages: AtomicU64,
+    /// Alarms the manuals hold nothing for (coverage "none"), answered at
+    /// once without the model.
+    pub unmatched: AtomicU64,
     /// Chosen answers whose causes or actions were not the passages' items:
     /// a defect of the choice code (`grounding::guard_chosen`), never a
     /// model error. Tests hold it at 0.
@@ -50,6 +54,7 @@ impl Counters {
             "degraded": g(&self.degraded),
             "triage": g(&self.triage),
             "passages": g(&self.passages),
+            "unmatched": g(&self.unmatched),
             "choice_defects": g(&self.choice_defects),
             "slot_restarts": g(&self.slots.restarts),
             "slots_lost": g(&self.slots.lost),
@@ -142,24 +147,11 @@ impl Pipeline {
     pub fn retrieve(&self, alarm: &Alarm) -> (Vec<Hit>, f64) {
         let t = Instant::now();
         let index = self.index.current();
-        let q = Query {
-            text: alarm.query_text(),
-            code: Some(alarm.code.clone()),
-            kind: alarm.kind.clone(),
-        };
-        let k = self.cfg.knowledge.top_k;
-        // A few spare candidates, for the translations `for_prompt` drops.
-        let hits = match index.search(&q, k + 3) {
-            Ok(h) => {
-                let hits = crate::retrieval::prompt_passages(h, k, &q.text, &alarm.code);
-                let hits = crate::retrieval::with_both_lists(&index, hits);
-                crate::retrieval::in_language(&index, hits, &q.text)
-            }
-            Err(e) => {
+        let hits = crate::retrieval::passages_for(&index, alarm, self.cfg.knowledge.top_k)
+            .unwrap_or_else(|e| {
                 tracing::error!(error = %e, "retrieval failed; answering without passages");
                 Vec::new()
-            }
-        };
+            });
         (hits, t.elapsed().as_secs_f64() * 1e3)
     }
 
@@ -243,6 +235,21 @@ impl Pipeline {
             .map(|t| t.diagnosis)
     }
 
+    /// What the manuals hold for `alarm`'s fault, judged on its passages
+    /// (`coverage::judge`), its kind looked up in the index in use.
+    pub fn coverage(&self, alarm: &Alarm, hits: &[Hit]) -> Judgement {
+        coverage::judge_in(&self.index.current(), alarm, hits)
+    }
+
+    /// The answer for an alarm whose coverage is none, from retrieval alone.
+    fn unmatched(&self, alarm: &Alarm, retrieval_ms: f64) -> Diagnosis {
+        let t = Timings {
+            retrieval_ms: round2(retrieval_ms),
+            ..Default::default()
+        };
+        self.count(diagnosis::unmatched(alarm, &self.model.info.name, t))
+    }
+
     async fn traced(&self, slot: &mut Slot, alarm: &Alarm, style: Style, steps: bool) -> Trace {
         match self.attempt(slot, alarm, style, steps, false).await {
             Some(t) => t,
@@ -257,6 +264,8 @@ impl Pipeline {
         }
     }
 
+    /// Retrieval, coverage, then the model unless nothing matched; the
+    /// answer is shaped by its coverage whichever way it was made.
     async fn attempt(
         &self,
         slot: &mut Slot,
@@ -266,6 +275,30 @@ impl Pipeline {
         preemptible: bool,
     ) -> Option<Trace> {
         let (hits, retrieval_ms) = self.retrieve(alarm);
+        let cov = self.coverage(alarm, &hits).coverage;
+        if cov == Coverage::None {
+            let diagnosis = self.unmatched(alarm, retrieval_ms);
+            return Some(Trace {
+                diagnosis,
+                first: None,
+                hits,
+                verdict: None,
+            });
+        }
+        let run = (style, steps, preemptible);
+        let mut tr = self.answer(slot, alarm, run, hits, retrieval_ms).await?;
+        tr.diagnosis = diagnosis::with_coverage(tr.diagnosis, cov, alarm, &tr.hits);
+        Some(tr)
+    }
+
+    async fn answer(
+        &self,
+        slot: &mut Slot,
+        alarm: &Alarm,
+        (style, steps, preemptible): (Style, bool, bool),
+        hits: Vec<Hit>,
+        retrieval_ms: f64,
+    ) -> Option<Trace> {
         let wd = self.cfg.watchdog;
         let mut first = self.prepare(alarm, hits.clone(), false, style);
         first.request.trace_steps = steps;
@@ -350,17 +383,16 @@ impl Pipeline {
     /// A retrieval-only answer for an alarm that must not wait (alarm storms).
     pub fn triage(&self, alarm: &Alarm) -> Diagnosis {
         let (hits, retrieval_ms) = self.retrieve(alarm);
+        let cov = self.coverage(alarm, &hits).coverage;
+        if cov == Coverage::None {
+            return self.unmatched(alarm, retrieval_ms);
+        }
         let t = Timings {
             retrieval_ms,
             ..Default::default()
         };
-        self.count(diagnosis::from_passages(
-            alarm,
-            &hits,
-            Mode::Triage,
-            &self.model.info.name,
-            t,
-        ))
+        let d = diagnosis::from_passages(alarm, &hits, Mode::Triage, &self.model.info.name, t);
+        self.count(diagnosis::with_coverage(d, cov, alarm, &hits))
     }
 
     fn count(&self, d: Diagnosis) -> Diagnosis {
@@ -368,6 +400,7 @@ impl Pipeline {
             Mode::Full => &self.counters.diagnosed,
             Mode::Degraded => &self.counters.degraded,
             Mode::Triage => &self.counters.triage,
+            Mode::Unmatched => &self.counters.unmatched,
             Mode::Passages => {
                 self.counters.passages.fetch_add(1, Ordering::Relaxed);
                 &self.counters.diagnosed
@@ -409,6 +442,7 @@ impl Pipeline {
             action_sources: Vec::new(),
             sources: Vec::new(),
             mode: Mode::Full,
+            coverage: Coverage::Covered,
             grounded: 1.0,
             model: self.model.info.name.clone(),
             timings,

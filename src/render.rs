@@ -55,6 +55,9 @@ struct View {
     /// know is printed instead of failing the line.
     #[serde(default)]
     mode: String,
+    /// A string for the same reason; absent from older diagnoses.
+    #[serde(default)]
+    coverage: String,
     #[serde(default)]
     model: String,
     #[serde(default)]
@@ -278,7 +281,16 @@ fn render(v: &View) -> String {
         "{head}{}",
         "=".repeat(72usize.saturating_sub(head.chars().count()))
     );
-    let _ = writeln!(o, "Summary: {}", v.summary);
+    // An answer no section of the manuals is about says so before anything
+    // else: its summary opens with it, and it leads the text.
+    match v.coverage.as_str() {
+        "related" | "none" => {
+            let _ = writeln!(o, "NOT IN THE MANUALS ({}): {}", v.coverage, v.summary);
+        }
+        _ => {
+            let _ = writeln!(o, "Summary: {}", v.summary);
+        }
+    }
     if !v.probable_causes.is_empty() {
         let _ = writeln!(o, "Probable causes:");
         for c in &v.probable_causes {
@@ -309,6 +321,9 @@ fn render(v: &View) -> String {
         }
     }
     let _ = write!(o, "Mode: {}", mode_text(&v.mode));
+    if !v.coverage.is_empty() {
+        let _ = write!(o, " · coverage: {}", v.coverage);
+    }
     if let Some(g) = &v.grounded {
         let g = match g {
             serde_json::Value::Bool(true) => "yes".to_string(),
@@ -368,6 +383,9 @@ fn mode_text(mode: &str) -> String {
                 .into()
         }
         "triage" => "triage (alarm storm: answered from the manuals at once, no model run)".into(),
+        "unmatched" => {
+            "unmatched (nothing in the manuals matched: answered at once, no model run)".into()
+        }
         "" => "-".into(),
         other => other.into(),
     }
@@ -454,6 +472,41 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("At: 2026-12-01T10:00:00Z\n"));
+    }
+
+    // Issue 30: an answer no section is about must not read like one that is.
+    #[test]
+    fn an_answer_the_manuals_do_not_cover_says_so_on_its_first_line() {
+        let mut v: serde_json::Value = serde_json::from_str(&full_en()).unwrap();
+        v["summary"] = serde_json::json!("手册中没有此故障的章节。本回答参照其他故障的章节：BAL-PUMP-PRES-LO 原因 (ballast-zh)。 压载泵无法启动。");
+        v["coverage"] = serde_json::json!("related");
+        let text = render_line(1, &v.to_string()).unwrap().unwrap();
+        let first = text.lines().nth(1).unwrap();
+        assert_eq!(
+            first,
+            "NOT IN THE MANUALS (related): 手册中没有此故障的章节。本回答参照其他故障的章节：BAL-PUMP-PRES-LO 原因 (ballast-zh)。 压载泵无法启动。"
+        );
+        assert!(!text.contains("Summary:"), "{text}");
+        assert!(text.contains("· coverage: related"), "{text}");
+        v["coverage"] = serde_json::json!("none");
+        v["mode"] = serde_json::json!("unmatched");
+        let text = render_line(1, &v.to_string()).unwrap().unwrap();
+        assert!(text
+            .lines()
+            .nth(1)
+            .unwrap()
+            .starts_with("NOT IN THE MANUALS (none): "));
+        assert!(
+            text.contains("Mode: unmatched (nothing in the manuals matched"),
+            "{text}"
+        );
+        // Covered, or from a tidewatch before coverage: the summary as before.
+        v["coverage"] = serde_json::json!("covered");
+        let text = render_line(1, &v.to_string()).unwrap().unwrap();
+        assert!(
+            text.lines().nth(1).unwrap().starts_with("Summary: 手册"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -26,8 +26,8 @@ fn eval_retrieval(
     }
     writeln!(
         out,
-        "retrieval on {} cases: hit@1 {:.3}  hit@3 {:.3}  query p50 {:.0} us  p99 {:.0} us",
-        r.cases, r.hit_at_1, r.hit_at_3, r.p50_us, r.p99_us
+        "retrieval on {} cases ({} with a gold section): ranking hit@1 {:.3}  hit@3 {:.3}  in the prompt (all passes, top 3) {:.3}  query p50 {:.0} us  p99 {:.0} us",
+        r.cases, r.with_gold, r.hit_at_1, r.hit_at_3, r.prompt_hit_at_3, r.p50_us, r.p99_us
     )?;
     writeln!(
         out,
@@ -46,6 +46,17 @@ fn eval_retrieval(
             writeln!(out, "miss [{class}] {m}")?;
         }
     }
+    for m in &r.prompt_misses {
+        writeln!(out, "not in the prompt: {m}")?;
+    }
+    writeln!(
+        out,
+        "all retrieval passes p50 {:.0} us; coverage judgement p50 {:.0} us p99 {:.0} us (no model step)",
+        r.passages_p50_us, r.coverage_p50_us, r.coverage_p99_us
+    )?;
+    write!(out, "{}", r.coverage.text())?;
+    writeln!(out, "every covered case again, raised under a plant code:")?;
+    write!(out, "{}", r.under_plant_codes.text())?;
     Ok(())
 }
 

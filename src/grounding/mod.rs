@@ -256,6 +256,7 @@ mod tests {
             action_sources: vec![],
             sources: vec![],
             mode: Mode::Full,
+            coverage: Default::default(),
             grounded: 1.0,
             model: "m.gguf".into(),
             timings: Timings {

@@ -114,7 +114,7 @@ pub fn retrieval(
     let mut lat = Vec::new();
     for round in 0..(1000 / cases.len().max(1)).max(1) {
         for c in cases {
-            let q = crate::measure::eval::query_for(&c.alarm);
+            let q = crate::retrieval::Query::of_alarm(&c.alarm);
             let t = Instant::now();
             let hits = idx.search(&q, 3)?;
             lat.push(t.elapsed().as_secs_f64() * 1e6);

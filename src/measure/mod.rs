@@ -4,9 +4,10 @@
 //! `eval` scores answers on labeled alarms, `speculation` compares
 //! generation speed with lookup decoding off and on, `bench` measures speed
 //! and memory per model configuration, `ttft` summarises first-token
-//! probes, and `stats` holds the statistics they all report with.
+//! probes, `coverage` tables what coverage was said against the truth, and `stats` holds the statistics they all report with.
 
 pub(crate) mod bench;
+pub(crate) mod coverage;
 pub(crate) mod eval;
 pub(crate) mod speculation;
 mod stats;

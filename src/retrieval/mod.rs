@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::alarm::Alarm;
 use index::RawIndex;
 use knowledge::ListKind;
 pub use live::LiveIndex;
@@ -72,6 +73,17 @@ pub struct Query {
 }
 
 impl Query {
+    /// The query an alarm makes: its code, its kind and its message (the
+    /// code again for the code boosts). The daemon, `eval` and `bench` all
+    /// build it here, so what they measure is what the daemon searches.
+    pub fn of_alarm(a: &Alarm) -> Self {
+        Query {
+            text: a.query_text(),
+            code: Some(a.code.clone()),
+            kind: a.kind.clone(),
+        }
+    }
+
     /// A query from free text: words that look like alarm codes become the code.
     pub fn from_text(text: &str) -> Self {
         let code = text
@@ -133,6 +145,17 @@ impl Index {
 
     pub fn byte_len(&self) -> usize {
         self.raw.byte_len()
+    }
+
+    /// The documents whose front matter names `class` (an alarm's `kind`),
+    /// in index order; empty when no manual is for that equipment.
+    pub fn docs_of_class(&self, class: &str) -> Vec<String> {
+        self.raw
+            .docs
+            .iter()
+            .filter(|d| d.classes.iter().any(|c| c.eq_ignore_ascii_case(class)))
+            .map(|d| d.id.clone())
+            .collect()
     }
 
     /// The `k` best passages for a query, best first.
@@ -455,6 +478,24 @@ pub fn own_code_only(hits: Vec<Hit>, code: &str) -> Vec<Hit> {
 /// retrieval eval both call this, so the eval measures what the model sees.
 pub fn prompt_passages(hits: Vec<Hit>, k: usize, query: &str, code: &str) -> Vec<Hit> {
     own_code_only(for_prompt(hits, k, PROMPT_FLOOR, query), code)
+}
+
+/// Hits searched beyond `k`: `for_prompt` drops a passage's translation,
+/// and the prompt should still get `k` passages.
+const SPARE_HITS: usize = 3;
+
+/// The passages an alarm's prompt gets, ranked as the daemon ranks them: a
+/// search with a few spare hits, then `prompt_passages` (the floor, one of
+/// each translation, the alarm's own code), `with_both_lists` (a causes
+/// section's checks, or the other way round) and `in_language` (the
+/// alarm's language). The daemon and `eval` both call this, so the eval's
+/// retrieval figure is what the model reads.
+pub fn passages_for(index: &Index, alarm: &Alarm, k: usize) -> Result<Vec<Hit>, IndexError> {
+    let q = Query::of_alarm(alarm);
+    let hits = index.search(&q, k + SPARE_HITS)?;
+    let hits = prompt_passages(hits, k, &q.text, &alarm.code);
+    let hits = with_both_lists(index, hits);
+    Ok(in_language(index, hits, &q.text))
 }
 
 #[cfg(test)]

@@ -1,0 +1,212 @@
+//! Coverage measured: what `coverage::judge` said against what the eval
+//! cases say is true, as a confusion table for each part of the set (the
+//! part the thresholds were tuned on, and the part held out), with the two
+//! rates the targets name: uncovered faults answered related or none with
+//! no cause rated high, and covered faults under plant codes answered
+//! covered.
+//!
+//! Pure: judged cases in, tables out.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::coverage::Coverage;
+use crate::measure::eval::Case;
+
+/// One case as coverage was said for it.
+#[derive(Debug, Clone)]
+pub struct Judged {
+    pub case: String,
+    pub truth: Coverage,
+    pub said: Coverage,
+    pub held_out: bool,
+    /// A covered fault raised under a code that is not its section's.
+    pub plant_code: bool,
+    /// A published cause was rated high.
+    pub high: bool,
+    /// The judgement's best match and section (for the misjudged list).
+    pub best: f32,
+    pub section: Option<String>,
+}
+
+impl Judged {
+    pub fn of(c: &Case, said: Coverage, high: bool, best: f32, section: Option<String>) -> Self {
+        let plant_code = c.gold.as_ref().is_some_and(|g| {
+            let code = g.section.split_whitespace().next().unwrap_or("");
+            !code.eq_ignore_ascii_case(c.alarm.code.trim())
+        });
+        Judged {
+            case: c.case.clone(),
+            truth: c.coverage,
+            said,
+            held_out: c.held_out,
+            plant_code: c.coverage == Coverage::Covered && plant_code,
+            high,
+            best,
+            section,
+        }
+    }
+}
+
+const ORDER: [Coverage; 3] = [Coverage::Covered, Coverage::Related, Coverage::None];
+
+fn at(c: Coverage) -> usize {
+    ORDER.iter().position(|&o| o == c).unwrap_or(0)
+}
+
+/// One part of the eval set.
+#[derive(Debug, Default, Clone, PartialEq, Serialize)]
+pub struct Part {
+    pub cases: usize,
+    /// `table[truth][said]`, in the order covered, related, none.
+    pub table: [[usize; 3]; 3],
+    /// Faults no section is about (truth related or none), and those of
+    /// them answered related or none with no cause rated high.
+    pub uncovered: usize,
+    pub uncovered_ok: usize,
+    /// Covered faults under plant codes, and those answered covered.
+    pub plant_code: usize,
+    pub plant_code_covered: usize,
+    /// All covered faults, and those answered covered.
+    pub covered: usize,
+    pub covered_said_covered: usize,
+    /// "case: truth -> said (best 0.50 at doc § section)".
+    pub misjudged: Vec<String>,
+}
+
+impl Part {
+    fn add(&mut self, j: &Judged) {
+        self.cases += 1;
+        self.table[at(j.truth)][at(j.said)] += 1;
+        if j.truth == Coverage::Covered {
+            self.covered += 1;
+            self.covered_said_covered += usize::from(j.said == Coverage::Covered);
+            if j.plant_code {
+                self.plant_code += 1;
+                self.plant_code_covered += usize::from(j.said == Coverage::Covered);
+            }
+        } else {
+            self.uncovered += 1;
+            self.uncovered_ok += usize::from(j.said != Coverage::Covered && !j.high);
+        }
+        if (j.truth == Coverage::Covered) != (j.said == Coverage::Covered) {
+            self.misjudged.push(format!(
+                "{}: {} -> {} (best {:.2} at {})",
+                j.case,
+                j.truth.as_str(),
+                j.said.as_str(),
+                j.best,
+                j.section.as_deref().unwrap_or("-")
+            ));
+        }
+    }
+
+    /// The table and rates as text, one row per truth.
+    pub fn text(&self, name: &str) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "coverage, {name} ({} cases): truth \\ said   covered  related     none",
+            self.cases
+        );
+        for (i, truth) in ORDER.iter().enumerate() {
+            let r = self.table[i];
+            let _ = writeln!(
+                o,
+                "  {:<28} {:>8} {:>8} {:>8}",
+                truth.as_str(),
+                r[0],
+                r[1],
+                r[2]
+            );
+        }
+        let _ = writeln!(
+            o,
+            "  uncovered answered related/none, no cause high: {}/{}; covered under plant codes answered covered: {}/{}; all covered: {}/{}",
+            self.uncovered_ok,
+            self.uncovered,
+            self.plant_code_covered,
+            self.plant_code,
+            self.covered_said_covered,
+            self.covered
+        );
+        for m in &self.misjudged {
+            let _ = writeln!(o, "  misjudged {m}");
+        }
+        o
+    }
+}
+
+/// The tuning part and the held-out part.
+#[derive(Debug, Default, Clone, PartialEq, Serialize)]
+pub struct CoverageReport {
+    pub tuning: Part,
+    pub held_out: Part,
+}
+
+impl CoverageReport {
+    pub fn of(judged: &[Judged]) -> Self {
+        let mut r = CoverageReport::default();
+        for j in judged {
+            match j.held_out {
+                true => r.held_out.add(j),
+                false => r.tuning.add(j),
+            }
+        }
+        r
+    }
+
+    pub fn text(&self) -> String {
+        format!(
+            "{}{}",
+            self.tuning.text("tuning part"),
+            self.held_out.text("held-out part")
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn j(truth: Coverage, said: Coverage, held_out: bool, plant: bool, high: bool) -> Judged {
+        Judged {
+            case: "c".into(),
+            truth,
+            said,
+            held_out,
+            plant_code: plant,
+            high,
+            best: 0.5,
+            section: None,
+        }
+    }
+
+    #[test]
+    fn the_table_counts_truth_against_said_per_part() {
+        use Coverage::*;
+        let r = CoverageReport::of(&[
+            j(Covered, Covered, false, true, true),
+            j(Covered, Related, false, true, false),
+            j(Covered, Covered, false, false, true),
+            j(Related, Related, false, false, false),
+            // Said related, but a cause is still rated high: not answered right.
+            j(Related, Related, false, false, true),
+            j(None, Covered, false, false, true),
+            j(None, None, true, false, false),
+        ]);
+        let t = &r.tuning;
+        assert_eq!(t.cases, 6);
+        assert_eq!(t.table, [[2, 1, 0], [0, 2, 0], [1, 0, 0]]);
+        assert_eq!((t.uncovered_ok, t.uncovered), (1, 3));
+        assert_eq!((t.plant_code_covered, t.plant_code), (1, 2));
+        assert_eq!((t.covered_said_covered, t.covered), (2, 3));
+        assert_eq!(t.misjudged.len(), 2);
+        assert_eq!(r.held_out.table, [[0, 0, 0], [0, 0, 0], [0, 0, 1]]);
+        assert_eq!((r.held_out.uncovered_ok, r.held_out.uncovered), (1, 1));
+        assert!(r
+            .text()
+            .contains("uncovered answered related/none, no cause high: 1/3"));
+    }
+}
