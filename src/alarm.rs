@@ -115,8 +115,11 @@ pub struct Topics {
 }
 
 impl Topics {
+    /// Wider than `{prefix}/alarm/+`: an alarm one level off
+    /// (`{prefix}/alarm`, `{prefix}/alarm/vessel1/ME1`) is taken in to be
+    /// rejected with a report naming the form, not dropped by the broker.
     pub fn alarms(&self) -> String {
-        format!("{}/alarm/+", self.prefix)
+        format!("{}/alarm/#", self.prefix)
     }
     pub fn diagnosis(&self, equipment: &str) -> String {
         format!("{}/diagnosis/{equipment}", self.prefix)
@@ -418,7 +421,7 @@ mod tests {
         let t = Topics {
             prefix: "tw".into(),
         };
-        assert_eq!(t.alarms(), "tw/alarm/+");
+        assert_eq!(t.alarms(), "tw/alarm/#");
         assert_eq!(t.diagnosis("ME1"), "tw/diagnosis/ME1");
         assert_eq!(t.status(), "tw/status");
     }

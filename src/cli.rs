@@ -154,9 +154,10 @@ pub struct EvalArgs {
     /// A72 projection (e.g. --answer chosen,written)
     #[arg(long, value_delimiter = ',', value_parser = ["chosen", "written"], conflicts_with_all = ["retrieval", "prompts", "interleaved", "speculation"])]
     pub answer: Vec<String>,
-    /// With --answer: where a chosen answer's summary is written, before the
-    /// lists or after them (both: each is a mode of its own)
-    #[arg(long, value_delimiter = ',', value_parser = ["first", "last"], requires = "answer")]
+    /// With --answer: where a chosen answer's summary comes from: the model,
+    /// before the lists or after them, or composed from them with no model
+    /// tokens (several: each is a mode of its own)
+    #[arg(long, value_delimiter = ',', value_parser = ["first", "last", "composed"], requires = "answer")]
     pub summary: Vec<String>,
     /// With --answer: cap on the summary's tokens (default: llm.summary_tokens)
     #[arg(long, value_parser = clap::value_parser!(u32).range(8..=256), requires = "answer")]

@@ -358,6 +358,47 @@ fn in_chinese(alarm: &Alarm) -> bool {
         .is_some_and(crate::retrieval::tokenize::has_cjk)
 }
 
+/// A chosen answer's summary with no model tokens (`llm.summary =
+/// "composed"`): the alarm, then the top-ranked cause and the first check in
+/// the manual's words, in the alarm's language. It names the cause the list
+/// ranks first, never another.
+pub fn composed_summary(alarm: &Alarm, causes: &[Cause], actions: &[String]) -> String {
+    let zh = in_chinese(alarm);
+    let bare = |t: &str| {
+        t.trim()
+            .trim_end_matches(['.', '。', ';', '；', ',', '，'])
+            .to_string()
+    };
+    let mut s = match zh {
+        false => format!("{} on {}", alarm.code, alarm.equipment),
+        true => format!("{} {}", alarm.equipment, alarm.code),
+    };
+    if let Some(c) = causes.first() {
+        match zh {
+            false => s.push_str(&format!(
+                ": most likely ({}) {}",
+                c.likelihood,
+                bare(&c.cause)
+            )),
+            true => {
+                let l = match c.likelihood.as_str() {
+                    "high" => "高",
+                    "medium" => "中",
+                    _ => "低",
+                };
+                s.push_str(&format!("：最可能的原因（{l}）：{}", bare(&c.cause)));
+            }
+        }
+    }
+    match (actions.first(), zh) {
+        (Some(a), false) => s.push_str(&format!(". First check: {}.", bare(a))),
+        (Some(a), true) => s.push_str(&format!("。首先检查：{}。", bare(a))),
+        (None, false) => s.push('.'),
+        (None, true) => s.push('。'),
+    }
+    s
+}
+
 fn unmatched_summary(alarm: &Alarm, zh: bool) -> String {
     match zh {
         false => format!(
@@ -484,6 +525,42 @@ pub(crate) fn round2(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cause(text: &str, likelihood: &str) -> Cause {
+        Cause {
+            cause: text.into(),
+            likelihood: likelihood.into(),
+            source: Some("d § s #1".into()),
+        }
+    }
+
+    #[test]
+    fn a_composed_summary_names_the_top_cause_and_first_check_in_the_manuals_words() {
+        let a = Alarm {
+            equipment: "ME1".into(),
+            message: Some("JCW outlet temp high".into()),
+            ..crate::test_support::alarm("ME-JCW-TEMP-HI")
+        };
+        let causes = [
+            cause("JCW cooler fouled on the sea water or LT side", "high"),
+            cause("thermostatic valve stuck", "medium"),
+        ];
+        let actions = ["Never open the expansion tank cap while hot.".to_string()];
+        assert_eq!(
+            composed_summary(&a, &causes, &actions),
+            "ME-JCW-TEMP-HI on ME1: most likely (high) JCW cooler fouled on the sea water or LT side. First check: Never open the expansion tank cap while hot."
+        );
+        let z = Alarm {
+            message: Some("主机滑油进口压力低".into()),
+            ..a.clone()
+        };
+        let causes = [cause("滤器堵塞；", "medium")];
+        assert_eq!(
+            composed_summary(&z, &causes, &["检查滤器压差。".to_string()]),
+            "ME1 ME-JCW-TEMP-HI：最可能的原因（中）：滤器堵塞。首先检查：检查滤器压差。"
+        );
+        assert_eq!(composed_summary(&a, &[], &[]), "ME-JCW-TEMP-HI on ME1.");
+    }
 
     #[test]
     fn repeated_texts_are_kept_once_in_first_place() {

@@ -23,7 +23,7 @@
 //!
 //! **The daemon**, how an alarm flows through it:
 //! 1. `daemon::mqtt` polls the broker and hands each publish on
-//!    `{prefix}/alarm/+` to the hub.
+//!    `{prefix}/alarm/#` to the hub.
 //! 2. `alarm` checks the payload (size, UTF-8, fields); rejects go to the
 //!    error topic. Accepted alarms are kept in `daemon::inbox`, and
 //!    acknowledged to the broker once journaled there (fsync'd); one the

@@ -199,7 +199,8 @@ impl Pipeline {
                 trace_steps: false,
                 choices: candidates.as_ref().map(Candidates::choices),
                 summary_tokens: llm.summary_tokens as usize,
-                summary_last: llm.summary_last,
+                summary_last: llm.summary.after_lists(),
+                summary_composed: llm.summary == crate::config::Summary::Composed,
                 item_tokens: llm.item_tokens as usize,
             },
             hits: used,
@@ -426,7 +427,9 @@ impl Pipeline {
         out: GenOutput,
     ) -> Result<(Diagnosis, Verdict), String> {
         let summary = strip_think(&out.draft.summary);
-        if summary.is_empty() {
+        let composed =
+            candidates.is_some() && self.cfg.llm.summary == crate::config::Summary::Composed;
+        if summary.is_empty() && !composed {
             return Err("empty summary".into());
         }
         let timings = timings(retrieval_ms, &out);
@@ -534,6 +537,9 @@ impl Pipeline {
             d.action_sources.push(cand.item.source.clone());
         }
         d.sources = dedup_sources(used.iter().map(|&i| source_of(&hits[i])));
+        if self.cfg.llm.summary == crate::config::Summary::Composed {
+            d.summary = diagnosis::composed_summary(alarm, &d.probable_causes, &d.actions);
+        }
         grounding::guard_chosen(d, hits, alarm).map_err(defect)
     }
 }

@@ -364,3 +364,54 @@ fn every_item_of_the_knowledge_base_is_the_manuals_text_under_its_number() {
     assert!(items > 1000, "{items} items");
     assert!(never > 0, "no item of the manuals holds a prohibition");
 }
+
+/// `llm.summary = "composed"`: the summary is one line built from the alarm
+/// and the chosen top cause and first check, in the manuals' words, and the
+/// model writes no summary tokens; the lists are the ones "last" chooses.
+#[test]
+fn a_composed_summary_names_the_top_cause_and_costs_no_model_tokens() {
+    let _serial = common::serial();
+    let dir = tempfile::tempdir().unwrap();
+    let a = alarm(
+        "comp-1",
+        "ME1",
+        "ME-JCW-TEMP-HI",
+        "major",
+        "main_engine_cooling",
+        "jacket cooling water outlet temperature high",
+    );
+    // Each from a cold state dir, so both read the same prompt the same way.
+    let other = tempfile::tempdir().unwrap();
+    let last = config(other.path(), free_port(), "comp", "summary = \"last\"", "");
+    let model = diagnose_cli(other.path(), &last, &a);
+    let cfg = config(
+        dir.path(),
+        free_port(),
+        "comp",
+        "summary = \"composed\"",
+        "",
+    );
+    let d = diagnose_cli(dir.path(), &cfg, &a);
+    assert_eq!(d["mode"], "full", "{d}");
+    assert_eq!(
+        d["probable_causes"], model["probable_causes"],
+        "{d}\n{model}"
+    );
+    assert_eq!(d["actions"], model["actions"], "{d}\n{model}");
+    let top = &d["probable_causes"][0];
+    let first = d["actions"][0].as_str().unwrap();
+    let want = format!(
+        "ME-JCW-TEMP-HI on ME1: most likely ({}) {}. First check: {}.",
+        top["likelihood"].as_str().unwrap(),
+        top["cause"].as_str().unwrap().trim_end_matches('.'),
+        first.trim_end_matches('.')
+    );
+    assert_eq!(d["summary"], want.as_str(), "{d}");
+    let tokens = |v: &serde_json::Value| v["timings"]["generated_tokens"].as_u64().unwrap();
+    assert!(
+        tokens(&d) < tokens(&model),
+        "composed {} model tokens, last {}: {d}",
+        tokens(&d),
+        tokens(&model)
+    );
+}

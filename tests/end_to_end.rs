@@ -235,7 +235,12 @@ async fn an_alarm_repeated_after_eleven_others_resumes_its_saved_prompt() {
             dir.path(),
             broker.port,
             &prefix,
-            &format!("max_tokens = 24\nprompt_cache_mib = {cache_mib}"),
+            // Off means both tiers: the disk one would serve the repeat's
+            // passage block (tests/prompt_disk.rs).
+            &format!(
+                "max_tokens = 24\nprompt_cache_mib = {cache_mib}\nprompt_cache_disk_mib = {}",
+                cache_mib * 4
+            ),
             "[queue]\ndedup_window_s = 0\n",
         );
         let mut c = Client::connect(broker.port, &prefix, &format!("{prefix}-client")).await;

@@ -90,9 +90,9 @@ pub struct LlmConfig {
     pub answer: Answer,
     /// Cap on the summary's model tokens.
     pub summary_tokens: u32,
-    /// A chosen answer writes its summary after its causes and actions
-    /// (`summary = "last"`) rather than before them (`"first"`).
-    pub summary_last: bool,
+    /// Where a chosen answer's summary comes from: the model, before or
+    /// after the lists, or composed from them with no model tokens.
+    pub summary: Summary,
     /// Tokens of each chosen item the model is shown back in its answer
     /// (0: whole items); what is published is whole either way.
     pub item_tokens: u32,
@@ -122,6 +122,42 @@ pub struct Lookup {
     pub draft_max: usize,
     pub ngram_min: usize,
     pub ngram_max: usize,
+}
+
+/// Where a chosen answer's summary comes from (`llm.summary`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Summary {
+    /// Sampled before the lists.
+    First,
+    /// Sampled after the lists, so it follows what was chosen.
+    Last,
+    /// One line built from the alarm and the chosen top cause and first
+    /// check: no model tokens, and it cannot name another cause.
+    Composed,
+}
+
+impl Summary {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "first" => Some(Summary::First),
+            "last" => Some(Summary::Last),
+            "composed" => Some(Summary::Composed),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Summary::First => "first",
+            Summary::Last => "last",
+            Summary::Composed => "composed",
+        }
+    }
+
+    /// The lists come first (the model's summary after them, or none).
+    pub fn after_lists(self) -> bool {
+        self != Summary::First
+    }
 }
 
 /// How a model answer's causes and actions are produced.

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 pub use checked::{
     Answer, InboxConfig, KnowledgeConfig, KvType, LlmConfig, Lookup, MqttConfig, OutboxConfig,
-    QueueConfig, TemplateChoice, TlsConfig, WatchdogConfig, MAX_QUEUE_CAPACITY,
+    QueueConfig, Summary, TemplateChoice, TlsConfig, WatchdogConfig, MAX_QUEUE_CAPACITY,
 };
 pub use files::{check_files, io_problem};
 pub use raw::{

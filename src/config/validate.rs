@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::checked::{
     Answer, InboxConfig, KnowledgeConfig, KvType, LlmConfig, Lookup, MqttConfig, OutboxConfig,
-    QueueConfig, TemplateChoice, TlsConfig, WatchdogConfig, MAX_QUEUE_CAPACITY,
+    QueueConfig, Summary, TemplateChoice, TlsConfig, WatchdogConfig, MAX_QUEUE_CAPACITY,
 };
 use super::raw::{RawConfig, RawKnowledge, RawLlm, RawMqtt, RawQueue, RawWatchdog};
 use super::{Config, ConfigError};
@@ -250,7 +250,7 @@ fn llm_settings(l: RawLlm) -> Result<LlmConfig, Bad> {
             ))
         }
     };
-    let (answer, summary_last) = answer_settings(&l)?;
+    let (answer, summary) = answer_settings(&l)?;
     let cpus = match l.cpus {
         None => None,
         Some(s) => Some(parse_cpu_list(&s).ok_or_else(|| {
@@ -281,7 +281,7 @@ fn llm_settings(l: RawLlm) -> Result<LlmConfig, Bad> {
         kv_type,
         answer,
         summary_tokens: l.summary_tokens,
-        summary_last,
+        summary,
         item_tokens: l.item_tokens,
     })
 }
@@ -317,7 +317,7 @@ fn lookup_settings(l: &RawLlm) -> Result<Option<Lookup>, Bad> {
 
 /// How a chosen or written answer is made: `answer`, the summary's cap and
 /// place, and how much of a chosen item the model reads back.
-fn answer_settings(l: &RawLlm) -> Result<(Answer, bool), Bad> {
+fn answer_settings(l: &RawLlm) -> Result<(Answer, Summary), Bad> {
     let answer = Answer::parse(&l.answer).ok_or_else(|| {
         (
             "llm.answer",
@@ -326,17 +326,16 @@ fn answer_settings(l: &RawLlm) -> Result<(Answer, bool), Bad> {
     })?;
     in_range("llm.summary_tokens", l.summary_tokens, 8, 256)?;
     in_range("llm.item_tokens", l.item_tokens, 0, 256)?;
-    let summary_last = match l.summary.as_str() {
-        "first" => false,
-        "last" => true,
-        other => {
-            return Err((
-                "llm.summary",
-                format!("must be \"first\" or \"last\", got {other:?}"),
-            ))
-        }
-    };
-    Ok((answer, summary_last))
+    let summary = Summary::parse(&l.summary).ok_or_else(|| {
+        (
+            "llm.summary",
+            format!(
+                "must be \"first\", \"last\" or \"composed\", got {:?}",
+                l.summary
+            ),
+        )
+    })?;
+    Ok((answer, summary))
 }
 
 fn watchdog_timeouts(w: &RawWatchdog) -> Result<WatchdogConfig, Bad> {

@@ -486,11 +486,8 @@ impl Hub {
     /// since a full client queue refuses the request rather than wait.
     fn subscribe(&mut self) {
         self.subscribed_ms = self.s.now_ms();
-        // Wider than `{prefix}/alarm/+`: an alarm one level off
-        // (`{prefix}/alarm`, `{prefix}/alarm/vessel1/ME1`) is taken in to be
-        // rejected with a report naming the form, not dropped by the broker.
         if let Err(e) = self.client.try_subscribe(
-            format!("{}/alarm/#", self.topics.prefix),
+            self.topics.alarms(),
             rumqttc::v5::mqttbytes::QoS::AtLeastOnce,
         ) {
             tracing::warn!(error = %e, "cannot subscribe to alarms yet; retrying");

@@ -18,7 +18,7 @@ use crate::alarm::Alarm;
 use crate::diagnosis::{self, round2, Diagnosis, Mode};
 use crate::retrieval::Hit;
 
-pub use support::{support, without_near_repeats};
+pub use support::{named_cause, support, without_near_repeats};
 pub use text::{is_text, split_items, strip_echo, strip_rating, tidy};
 
 /// What the guard did to one answer.

@@ -92,10 +92,52 @@ pub fn support(cause: &str, passages: &[Hit], alarm: &Alarm) -> bool {
     shared > 0 && shared as f64 >= MIN_SHARE * mine.len() as f64
 }
 
+/// Which of `causes` a summary names: the one whose content terms it holds
+/// the largest share of, at least half (None: it names none). For the
+/// eval's comparison of model and composed summaries.
+pub fn named_cause(summary: &str, causes: &[&str]) -> Option<usize> {
+    let said = content_terms(summary);
+    causes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| {
+            let mine = content_terms(c);
+            let shared = mine.iter().filter(|t| said.contains(*t)).count();
+            (!mine.is_empty() && shared * 2 >= mine.len())
+                .then_some((i, shared as f64 / mine.len() as f64))
+        })
+        // The first on a tie: the list's rank decides.
+        .fold(None, |best: Option<(usize, f64)>, (i, s)| match best {
+            Some((_, b)) if b >= s => best,
+            _ => Some((i, s)),
+        })
+        .map(|(i, _)| i)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::grounding::tests::{battery_zh, lube};
+
+    #[test]
+    fn a_summary_names_the_cause_it_holds_most_of() {
+        let causes = [
+            "JCW cooler fouled on the sea water or LT side",
+            "thermostatic valve stuck or controller fault",
+        ];
+        assert_eq!(
+            named_cause("likely due to a stuck thermostatic valve", &causes),
+            Some(1)
+        );
+        assert_eq!(
+            named_cause("the JCW cooler is fouled on its sea water side", &causes),
+            Some(0)
+        );
+        assert_eq!(
+            named_cause("temperature high, check the engine", &causes),
+            None
+        );
+    }
 
     #[test]
     fn a_check_written_twice_with_a_word_changed_is_kept_once() {

@@ -238,7 +238,7 @@ pub(super) fn generate_chosen(
     // never empties the summary, and the job stays within it.
     let summary_cap = req.summary_tokens.max(1).min((budget / 2).max(1) as usize);
     let lists = Lists {
-        budget: match req.summary_last {
+        budget: match req.summary_last && !req.summary_composed {
             true => budget.saturating_sub(summary_cap as u32),
             false => budget,
         },
@@ -286,7 +286,10 @@ pub(super) fn generate_chosen(
         &mut draft,
         &mut pending,
     )?;
-    if req.summary_last {
+    // A composed summary is built from the lists after the job: the
+    // skeleton's `,"summary":"` read ahead with the last action stays
+    // unread, and no model call follows the lists.
+    if req.summary_last && !req.summary_composed {
         let idx = match summary_row {
             Some(row) => row,
             None => kv.decode(&std::mem::take(&mut pending))?,

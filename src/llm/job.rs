@@ -40,6 +40,10 @@ pub struct GenRequest {
     /// A chosen answer writes its summary after the causes and actions, so
     /// that it is conditioned on them; the published field order is the same.
     pub summary_last: bool,
+    /// A chosen answer has no model summary (`llm.summary = "composed"`):
+    /// the lists are chosen as with `summary_last`, and the summary is built
+    /// from them afterwards at no model cost.
+    pub summary_composed: bool,
     /// Tokens of a chosen item the model is shown back in its answer (0:
     /// the whole item); the published item is whole either way.
     pub item_tokens: usize,

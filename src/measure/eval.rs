@@ -522,9 +522,10 @@ mod tests {
     #[test]
     fn answer_modes_are_listed_once_each_and_only_chosen_ones_split_by_summary() {
         use crate::config::Answer;
+        use crate::config::Summary::{Composed, First, Last};
         let m = |a, s| AnswerMode {
             answer: a,
-            summary_last: s,
+            summary: s,
         };
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         assert_eq!(
@@ -532,14 +533,18 @@ mod tests {
             [m(Answer::Chosen, None), m(Answer::Written, None)]
         );
         assert_eq!(
-            AnswerMode::list(&s(&["chosen", "written", "chosen"]), &s(&["first", "last"])),
+            AnswerMode::list(
+                &s(&["chosen", "written", "chosen"]),
+                &s(&["first", "last", "composed"])
+            ),
             [
-                m(Answer::Chosen, Some(false)),
-                m(Answer::Chosen, Some(true)),
+                m(Answer::Chosen, Some(First)),
+                m(Answer::Chosen, Some(Last)),
+                m(Answer::Chosen, Some(Composed)),
                 m(Answer::Written, None)
             ]
         );
-        assert_eq!(m(Answer::Chosen, Some(true)).name(), "chosen, summary last");
+        assert_eq!(m(Answer::Chosen, Some(Last)).name(), "chosen, summary last");
     }
 
     #[test]
@@ -850,8 +855,8 @@ pub async fn run_full(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AnswerMode {
     pub answer: crate::config::Answer,
-    /// Where a chosen answer's summary goes; None: as the config says.
-    pub summary_last: Option<bool>,
+    /// Where a chosen answer's summary comes from; None: as the config says.
+    pub summary: Option<crate::config::Summary>,
 }
 
 impl AnswerMode {
@@ -864,17 +869,16 @@ impl AnswerMode {
             let Some(answer) = crate::config::Answer::parse(a) else {
                 continue;
             };
-            let places: Vec<Option<bool>> = match (answer, summary.is_empty()) {
-                (crate::config::Answer::Chosen, false) => {
-                    summary.iter().map(|s| Some(s == "last")).collect()
-                }
+            let places: Vec<Option<crate::config::Summary>> = match (answer, summary.is_empty()) {
+                (crate::config::Answer::Chosen, false) => summary
+                    .iter()
+                    .filter_map(|s| crate::config::Summary::parse(s))
+                    .map(Some)
+                    .collect(),
                 _ => vec![None],
             };
-            for summary_last in places {
-                let m = AnswerMode {
-                    answer,
-                    summary_last,
-                };
+            for summary in places {
+                let m = AnswerMode { answer, summary };
                 if !out.contains(&m) {
                     out.push(m);
                 }
@@ -884,9 +888,8 @@ impl AnswerMode {
     }
 
     pub fn name(&self) -> String {
-        match self.summary_last {
-            Some(true) => format!("{}, summary last", self.answer.as_str()),
-            Some(false) => format!("{}, summary first", self.answer.as_str()),
+        match self.summary {
+            Some(s) => format!("{}, summary {}", self.answer.as_str(), s.as_str()),
             None => self.answer.as_str().to_string(),
         }
     }
@@ -948,9 +951,14 @@ pub struct AnswerStats {
     pub summary_tokens_p50: f64,
     pub summary_keyword_rate: f64,
     pub summary_filler_rate: f64,
+    /// Of the full answers with causes, the share whose summary names the
+    /// top-ranked cause, and the share naming another one instead
+    /// (`grounding::named_cause`).
+    pub summary_names_top_rate: f64,
+    pub summary_names_other_rate: f64,
     /// Per-alarm latency on a Cortex-A72 projected from this run's token
-    /// counts: (prompt read + fed) / 20 + chosen / 5 seconds, the A72's
-    /// prompt and generation rates for a 1.5B Q4_K_M model.
+    /// counts: (prompt read + fed) / 10 + chosen / 4 seconds, the A72's
+    /// prompt and generation rates for a 1.5B Q4_K_M model (README).
     pub a72_projected_s_p50: f64,
 }
 
@@ -967,9 +975,12 @@ pub struct AnswersReport {
     pub a72_projected_ratio: f64,
 }
 
-/// The A72's rates for the projection (README, "Chosen answers").
-pub const A72_PROMPT_TPS: f64 = 20.0;
-pub const A72_GEN_TPS: f64 = 5.0;
+/// The A72's rates for the projection: a Raspberry Pi 4's (4x A72 at
+/// 1.5-1.8 GHz) published llama.cpp figures, about 10 prompt and 3
+/// generated tokens/s for a 1.1B Q8_0, scaled to the RK3576's 2.2 GHz and
+/// the 1.5B's 1.3B non-embedding weights (README, "Speed on the board").
+pub const A72_PROMPT_TPS: f64 = 10.0;
+pub const A72_GEN_TPS: f64 = 4.0;
 
 #[derive(Default)]
 struct ModeSamples {
@@ -983,6 +994,9 @@ struct ModeSamples {
     summary_tokens: Vec<f64>,
     summary_kw: usize,
     filler: usize,
+    ranked: usize,
+    names_top: usize,
+    names_other: usize,
     items: usize,
     sourced: usize,
     answers: usize,
@@ -1005,8 +1019,8 @@ pub async fn run_answers(
         .map(|m| {
             let mut c = (*pipeline.cfg).clone();
             c.llm.answer = m.answer;
-            if let Some(last) = m.summary_last {
-                c.llm.summary_last = last;
+            if let Some(s) = m.summary {
+                c.llm.summary = s;
             }
             crate::pipeline::Pipeline {
                 cfg: Arc::new(c),
@@ -1053,6 +1067,16 @@ pub async fn run_answers(
                 }
                 if has_filler(&d.summary) {
                     s.filler += 1;
+                }
+                if !d.probable_causes.is_empty() {
+                    let causes: Vec<&str> =
+                        d.probable_causes.iter().map(|c| c.cause.as_str()).collect();
+                    s.ranked += 1;
+                    match crate::grounding::named_cause(&d.summary, &causes) {
+                        Some(0) => s.names_top += 1,
+                        Some(_) => s.names_other += 1,
+                        None => {}
+                    }
                 }
             }
             s.items += d.probable_causes.len() + d.actions.len();
@@ -1115,6 +1139,8 @@ pub async fn run_answers(
                 summary_tokens_p50: percentile(&s.summary_tokens, 0.5),
                 summary_keyword_rate: s.summary_kw as f64 / full,
                 summary_filler_rate: s.filler as f64 / full,
+                summary_names_top_rate: s.names_top as f64 / s.ranked.max(1) as f64,
+                summary_names_other_rate: s.names_other as f64 / s.ranked.max(1) as f64,
                 a72_projected_s_p50: percentile(&s.a72, 0.5),
             }
         })
