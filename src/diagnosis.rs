@@ -391,8 +391,8 @@ pub fn composed_summary(alarm: &Alarm, causes: &[Cause], actions: &[String]) -> 
         }
     }
     match (actions.first(), zh) {
-        (Some(a), false) => s.push_str(&format!(". First check: {}.", bare(a))),
-        (Some(a), true) => s.push_str(&format!("。首先检查：{}。", bare(a))),
+        (Some(a), false) => s.push_str(&format!("; first check: {}.", bare(a))),
+        (Some(a), true) => s.push_str(&format!("；首先检查：{}。", bare(a))),
         (None, false) => s.push('.'),
         (None, true) => s.push('。'),
     }
@@ -548,7 +548,7 @@ mod tests {
         let actions = ["Never open the expansion tank cap while hot.".to_string()];
         assert_eq!(
             composed_summary(&a, &causes, &actions),
-            "ME-JCW-TEMP-HI on ME1: most likely (high) JCW cooler fouled on the sea water or LT side. First check: Never open the expansion tank cap while hot."
+            "ME-JCW-TEMP-HI on ME1: most likely (high) JCW cooler fouled on the sea water or LT side; first check: Never open the expansion tank cap while hot."
         );
         let z = Alarm {
             message: Some("主机滑油进口压力低".into()),
@@ -557,7 +557,7 @@ mod tests {
         let causes = [cause("滤器堵塞；", "medium")];
         assert_eq!(
             composed_summary(&z, &causes, &["检查滤器压差。".to_string()]),
-            "ME1 ME-JCW-TEMP-HI：最可能的原因（中）：滤器堵塞。首先检查：检查滤器压差。"
+            "ME1 ME-JCW-TEMP-HI：最可能的原因（中）：滤器堵塞；首先检查：检查滤器压差。"
         );
         assert_eq!(composed_summary(&a, &[], &[]), "ME-JCW-TEMP-HI on ME1.");
     }

@@ -401,7 +401,7 @@ fn a_composed_summary_names_the_top_cause_and_costs_no_model_tokens() {
     let top = &d["probable_causes"][0];
     let first = d["actions"][0].as_str().unwrap();
     let want = format!(
-        "ME-JCW-TEMP-HI on ME1: most likely ({}) {}. First check: {}.",
+        "ME-JCW-TEMP-HI on ME1: most likely ({}) {}; first check: {}.",
         top["likelihood"].as_str().unwrap(),
         top["cause"].as_str().unwrap().trim_end_matches('.'),
         first.trim_end_matches('.')

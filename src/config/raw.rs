@@ -307,11 +307,14 @@ fn default_summary_tokens() -> u32 {
     32
 }
 
-/// Last: on 24 eval alarms with the stand-in, a summary written after the
-/// chosen causes named an expected cause in 22 (first: 16), at the same
-/// length and speed (README, "Chosen answers").
+/// Composed: on 24 eval alarms with the stand-in (2026-12-03), the model's
+/// summary written after the lists named the cause ranked first in 3 and
+/// another cause in 11; the composed one names it in all 24, with 11
+/// model-chosen tokens per alarm instead of 38 and the same lists (README,
+/// "The summary"). "last" beat "first" before that (22 against 16 naming
+/// an expected cause).
 fn default_summary() -> String {
-    "last".into()
+    "composed".into()
 }
 
 /// Set by measurement (docs/measurements.md, "Chosen answers, measured"): on the 118 eval

@@ -297,6 +297,11 @@ pub(super) fn generate_chosen(
         draft.summary = summary(kv, job, idx, &mut pending)?;
         job.feed_text(kv, &mut pending, "}");
     }
+    if req.summary_composed {
+        // Left pending, never read: the answer as read back is whole JSON
+        // with an empty summary, which the pipeline composes.
+        job.feed_text(kv, &mut pending, "\"}");
+    }
     decode_json::close_answer(kv, job, &answer, draft, &pending, out);
     Ok(())
 }

@@ -370,10 +370,12 @@ impl<'m> Kv<'m> {
     /// it shares clearly more than the cache holds now.
     fn resume_saved(&mut self, prompt: &[LlamaToken], block: Option<usize>) {
         let current = lookup::common_prefix(&self.tokens, prompt);
+        // From the lookup on: a disk state is mapped and checksummed there,
+        // which is most of its cost from a cold page cache.
+        let t0 = std::time::Instant::now();
         let Some(found) = self.prompts.best(prompt, block, current) else {
             return;
         };
-        let t0 = std::time::Instant::now();
         let ok = match &found {
             Restore::Ram(i) => {
                 let (tokens, state) = self.prompts.ram_entry(*i);
@@ -395,7 +397,7 @@ impl<'m> Kv<'m> {
             tracing::debug!(
                 tier,
                 tokens = self.tokens.len(),
-                ms = t0.elapsed().as_millis() as u64,
+                ms = (t0.elapsed().as_secs_f64() * 1e3 * 10.0).round() / 10.0,
                 "prompt state restored"
             );
             self.prompts.used(&found);
