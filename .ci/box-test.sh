@@ -215,6 +215,19 @@ box /opt/tw/deploy/install.sh --binary /opt/tw/tidewatch --model "/opt/tw/models
     fail "install.sh failed"
 box systemd-analyze verify tidewatch.service || fail "systemd-analyze verify tidewatch.service reported problems"
 box systemctl is-active --quiet tidewatch || fail "tidewatch is not active after install.sh"
+# install.sh started `tidewatch warm` behind the daemon, at idle CPU and I/O
+# priority, as the daemon's user: its passage-block states appear, private.
+box systemd-analyze verify tidewatch-warm.service || fail "systemd-analyze verify tidewatch-warm.service reported problems"
+[ "$(box systemctl show -P Nice tidewatch-warm)" = 19 ] || fail "tidewatch-warm does not run at Nice=19"
+case "$(box systemctl show -P IOSchedulingClass tidewatch-warm)" in
+3 | idle) ;;
+*) fail "tidewatch-warm's I/O class is not idle: $(box systemctl show -P IOSchedulingClass tidewatch-warm)" ;;
+esac
+warmed() { box sh -c 'ls /var/lib/tidewatch/kv/prompts/block-*.kv' >/dev/null 2>&1; }
+wait_for 120 "a passage-block state from tidewatch-warm in /var/lib/tidewatch/kv/prompts" warmed
+perm=$(box sh -c 'stat -c "%U %a" /var/lib/tidewatch/kv/prompts/block-*.kv | sort -u')
+[ "$perm" = "tidewatch 600" ] || fail "warmed states are not the daemon's user's, 0600: $perm"
+say "   tidewatch-warm computing passage blocks at idle priority ($(box sh -c 'ls /var/lib/tidewatch/kv/prompts | wc -l') so far)"
 pid_before=$(box systemctl show -P MainPID tidewatch)
 # Idempotence: a second run with the same files must neither fail nor restart.
 box /opt/tw/deploy/install.sh --binary /opt/tw/tidewatch --model "/opt/tw/models/$model_name" >"$work/install2.log" ||

@@ -8,6 +8,7 @@ set -euo pipefail
 PREFIX_BIN=/usr/bin/tidewatch
 UNIT_DIR=/lib/systemd/system
 UNIT=$UNIT_DIR/tidewatch.service
+WARM_UNIT=$UNIT_DIR/tidewatch-warm.service
 SHARE_DIR=/usr/share/tidewatch
 INDEX=$SHARE_DIR/knowledge.twx
 STATE_DIR=/var/lib/tidewatch
@@ -92,9 +93,10 @@ fi
 # ---------------------------------------------------------------- uninstall
 if [ "$uninstall" -eq 1 ]; then
     if [ "$have_systemd" -eq 1 ]; then
+        systemctl stop tidewatch-warm.service 2>/dev/null || true
         systemctl disable --now tidewatch.service 2>/dev/null || true
     fi
-    rm -f "$UNIT" /etc/systemd/system/tidewatch.service
+    rm -f "$UNIT" "$WARM_UNIT" /etc/systemd/system/tidewatch.service
     [ "$have_systemd" -eq 1 ] && systemctl daemon-reload
     rm -f "$PREFIX_BIN"
     rm -rf "$SHARE_DIR" /usr/share/doc/tidewatch
@@ -192,6 +194,7 @@ install -d -m 0750 -o "$SVC_USER" -g "$SVC_USER" "$STATE_DIR"
 
 install_if_changed "$binary" "$PREFIX_BIN" 0755
 install_if_changed "$repo/systemd/tidewatch.service" "$UNIT" 0644
+install_if_changed "$repo/systemd/tidewatch-warm.service" "$WARM_UNIT" 0644
 
 # The index is tracked apart: a running daemon takes a new one with a reload
 # (SIGHUP) and keeps its model, process and queued alarms.
@@ -433,3 +436,9 @@ if [ "${start_failed:-0}" -eq 1 ]; then
     die "tidewatch did not start; see above or: journalctl -u tidewatch -b"
 fi
 say "tidewatch is $(systemctl is-active tidewatch.service); logs: journalctl -u tidewatch -f"
+# The manuals' prompt states, computed in the background at idle CPU and I/O
+# priority: what exists is skipped, so this costs a model load when nothing
+# changed. A config without a disk tier makes it exit at once, said in its log.
+if systemctl start --no-block tidewatch-warm.service; then
+    say "precomputing the manuals' prompt states in the background: journalctl -u tidewatch-warm"
+fi

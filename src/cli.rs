@@ -40,6 +40,20 @@ pub enum Command {
         #[arg(long, short)]
         alarm: PathBuf,
     },
+    /// Precompute the prompt states of the passage blocks the manuals' own
+    /// alarms retrieve (each code, in each language) into state_dir/kv/prompts,
+    /// so a fault's first alarm reads only its alarm block. Skips what is
+    /// there: stop it and run it again at will. install.sh runs it at idle
+    /// priority after an install or a manuals update
+    Warm {
+        /// Config file (TOML): the model, the index and state_dir to warm
+        #[arg(long, short)]
+        config: PathBuf,
+        /// Only these alarm codes of the manuals (e.g. those the vessel raises
+        /// most, first), comma-separated [default: every code]
+        #[arg(long, value_delimiter = ',', value_name = "CODE,...")]
+        codes: Vec<String>,
+    },
     /// Build the retrieval index from manuals, or check manuals without building
     Index {
         #[command(subcommand)]
@@ -136,6 +150,10 @@ pub struct EvalArgs {
     /// Print the report as JSON (default: a table)
     #[arg(long)]
     pub json: bool,
+    /// Also write each case's published diagnosis to FILE, one JSON line
+    /// per case ({"case": ..., "diagnosis": ...}), to compare two runs
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["retrieval", "prompts", "interleaved", "speculation", "answer"])]
+    pub diagnoses: Option<PathBuf>,
     /// Use this model instead of the config's llm.model
     #[arg(long)]
     pub model: Option<PathBuf>,

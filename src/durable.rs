@@ -58,6 +58,38 @@ pub fn write_atomic_as(
     )
 }
 
+/// `write_atomic_as` for a file that more than one process writes (prompt
+/// states: the daemon, and `tidewatch warm` beside it): the temp file is
+/// named by the process too, so neither removes the other's half-written
+/// one. A crash leaves `*.tmp` behind; the owner of the directory removes
+/// old ones (`remove_stale_temps`).
+pub fn write_atomic_shared(
+    path: &Path,
+    bytes: &[u8],
+    access: Access,
+    writer: usize,
+) -> std::io::Result<()> {
+    let tmp = path.with_extension(format!("{}-{writer}.tmp", std::process::id()));
+    write_through(&tmp, path, bytes, access)
+}
+
+/// Removes `*.tmp` files in `dir` untouched for `age`: what a crash
+/// mid-write left (a live writer touches its own within seconds).
+pub fn remove_stale_temps(dir: &Path, age: std::time::Duration) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|a| a > age);
+        if old && p.extension().is_some_and(|x| x == "tmp") {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
 fn write_through(tmp: &Path, path: &Path, bytes: &[u8], access: Access) -> std::io::Result<()> {
     // A stale one (a crash mid-write) would keep its mode.
     let _ = std::fs::remove_file(tmp);

@@ -59,6 +59,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run { config } => run_daemon(&config)?,
         Command::Diagnose { config, alarm } => commands::diagnose::run(&config, &alarm)?,
+        Command::Warm { config, codes } => commands::warm::run(&config, &codes)?,
         Command::Index {
             command:
                 IndexCommand::Build {

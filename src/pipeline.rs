@@ -276,7 +276,22 @@ impl Pipeline {
         preemptible: bool,
     ) -> Option<Trace> {
         let (hits, retrieval_ms) = self.retrieve(alarm);
-        let cov = self.coverage(alarm, &hits).coverage;
+        let judged = self.coverage(alarm, &hits);
+        let cov = judged.coverage;
+        // A fault covered under a plant's own code: the covering section's
+        // code stands for the alarm's, so the prompt holds that fault's
+        // sections only, as for an alarm raised under the manual's code, and
+        // its passage block is the one `tidewatch warm` computed.
+        let hits = match (cov, judged.section.as_deref()) {
+            (Coverage::Covered, Some(s)) => {
+                let code = s
+                    .split_once(" § ")
+                    .and_then(|(_, sec)| sec.split_whitespace().next())
+                    .unwrap_or("");
+                crate::retrieval::own_code_only(hits, code)
+            }
+            _ => hits,
+        };
         if cov == Coverage::None {
             let diagnosis = self.unmatched(alarm, retrieval_ms);
             return Some(Trace {

@@ -305,13 +305,18 @@ pub fn condense(text: &str, items: usize) -> String {
     }
 }
 
-/// The user turn: the passages, then the alarm's fields, delimited. Passages
-/// come first so that a repeated alarm (same code, new value) shares them in
-/// the KV cache and only its alarm block is read again. `count` returns a
-/// token count for a text. Passages are dropped (lowest-ranked first) and then
-/// trimmed until the turn fits `budget` tokens; each keeps at most `items`
-/// numbered items (see `condense`). Returns the turn and the hits actually
-/// included (their order gives the P-numbers).
+/// The user turn: the passages, then the alarm's fields, delimited. The
+/// passage block (everything before `<alarm>`) is a function of which
+/// sections were retrieved and the answer's language only, so every alarm
+/// that retrieves the same sections shares its KV state (the prompt cache's
+/// disk tier, `tidewatch warm`): the passages go in the index's order (manual
+/// by manual, section by section), not by score; their labels name the
+/// section whole (the alarm's own code too); and the budget keeps a fixed
+/// allowance for the alarm block rather than its length. `count` returns a
+/// token count for a text. Passages are dropped (lowest-ranked first) and
+/// then trimmed until the turn fits `budget` tokens; each keeps at most
+/// `items` numbered items (see `condense`). Returns the turn and the hits
+/// actually included (their order gives the P-numbers).
 pub fn user_turn<'a>(
     alarm: &Alarm,
     hits: &'a [Hit],
@@ -319,57 +324,62 @@ pub fn user_turn<'a>(
     items: usize,
     count: &dyn Fn(&str) -> usize,
 ) -> (String, Vec<&'a Hit>) {
-    let alarm_text = match &alarm.message {
-        Some(m) if crate::retrieval::tokenize::has_cjk(m) => {
-            format!("{ANSWER_IN_CHINESE}{}", alarm_block(alarm))
-        }
-        _ => alarm_block(alarm),
-    };
-    let fixed = count(USER_HEAD) + count(&alarm_text) + 4;
+    let zh = alarm
+        .message
+        .as_deref()
+        .is_some_and(crate::retrieval::tokenize::has_cjk);
+    let lang = if zh { ANSWER_IN_CHINESE } else { "" };
+    let alarm_text = alarm_block(alarm);
+    let alarm_room = count(&alarm_text).max(ALARM_ALLOWANCE);
+    let fixed = count(USER_HEAD) + count(lang) + alarm_room + 4;
     let mut room = budget.saturating_sub(fixed);
+    // (label-less body, hit) by rank; labels are numbered once the order is.
     let mut parts: Vec<(String, &Hit)> = Vec::new();
-    for (i, h) in hits.iter().enumerate() {
-        // The section heading names the code; the document title would
-        // repeat on every passage at ~8 tokens each, and so would the code
-        // when it is the alarm's own (the alarm block names it).
-        let section = h
-            .section
-            .strip_prefix(alarm.code.as_str())
-            .filter(|rest| rest.starts_with(' '))
-            .map_or(h.section.as_str(), str::trim_start);
-        let full = format!("[P{}] {}: {}\n", i + 1, section, condense(&h.text, items));
-        let n = count(&full);
+    for h in hits {
+        // The document title would repeat on every passage at ~8 tokens
+        // each; the section heading names the code and the list.
+        let body = format!("{}: {}\n", h.section, condense(&h.text, items));
+        // The label's width as the last P-number will have it.
+        let label = format!("[P{}] ", parts.len() + 1);
+        let n = count(&format!("{label}{body}"));
         if n <= room {
             room -= n;
-            parts.push((full, h));
+            parts.push((body, h));
             continue;
         }
         // Trim this passage to what is left, if that still says something.
         if room >= 24 {
-            let mut text: String = full.clone();
-            while count(&text) > room && text.chars().count() > 16 {
+            let mut text = body.clone();
+            while count(&format!("{label}{text}")) > room && text.chars().count() > 16 {
                 let keep = text.chars().count() * 4 / 5;
                 text = text.chars().take(keep).collect();
             }
-            if count(&text) <= room {
+            if count(&format!("{label}{text}")) <= room {
                 text.push('\n');
                 parts.push((text, h));
             }
         }
         break;
     }
+    parts.sort_by_key(|(_, h)| (h.passage, h.doc.clone()));
     let mut s = String::from(USER_HEAD);
-    for (p, _) in &parts {
-        s.push_str(p);
+    for (i, (body, _)) in parts.iter().enumerate() {
+        s.push_str(&format!("[P{}] {body}", i + 1));
     }
     if parts.is_empty() {
         s.push_str("(none)\n");
     }
     // The alarm block ends the turn: what to do with it is in the cached
     // system prompt, not repeated per alarm.
+    s.push_str(lang);
     s.push_str(alarm_text.trim_end());
     (s, parts.into_iter().map(|(_, h)| h).collect())
 }
+
+/// Tokens the passage budget keeps for the alarm block whatever its length
+/// (a longer block takes more): an alarm block is ~45-80 tokens, so the
+/// passages of one set of sections come out the same for every alarm.
+const ALARM_ALLOWANCE: usize = 128;
 
 /// Small models answer a Chinese alarm in English despite the system prompt's
 /// rule, and an English answer shares no words with the Chinese passages the
@@ -571,14 +581,30 @@ mod tests {
     }
 
     #[test]
-    fn the_alarms_own_code_is_not_repeated_in_passage_labels() {
-        let mut own = hit(0, "a");
+    fn the_passage_block_depends_on_the_sections_and_language_only() {
+        let mut own = hit(7, "a");
         own.section = "ME-LO-PRES-LO causes".into();
-        let mut other = hit(1, "b");
+        let mut other = hit(3, "b");
         other.section = "ME-LO-PRES-LOW causes".into();
-        let (u, _) = user_turn(&alarm("x"), &[own, other], 640, 0, &words);
-        assert!(u.contains("[P1] causes: a\n"), "{u}");
-        assert!(u.contains("[P2] ME-LO-PRES-LOW causes: b\n"), "{u}");
+        let block = |u: &str| u[..u.find("<alarm>").unwrap()].to_string();
+        let ranked = [own.clone(), other.clone()];
+        let (u, used) = user_turn(&alarm("x"), &ranked, 640, 0, &words);
+        // The index's order, not the score's; each label whole.
+        assert!(
+            u.contains("[P1] ME-LO-PRES-LOW causes: b\n[P2] ME-LO-PRES-LO causes: a\n"),
+            "{u}"
+        );
+        assert_eq!(used[0].passage, 3);
+        // Another code, another message, another score order: the same block.
+        let plant = Alarm {
+            code: "PLANT-0042".into(),
+            message: Some("a much longer message from the plant's own alarm system".into()),
+            ..alarm("x")
+        };
+        let (v, _) = user_turn(&plant, &[other, own], 640, 0, &words);
+        assert_eq!(block(&u), block(&v));
+        let (z, _) = user_turn(&alarm("主机滑油压力低"), &[], 640, 0, &words);
+        assert!(block(&z).ends_with(ANSWER_IN_CHINESE), "{z}");
     }
 
     #[test]

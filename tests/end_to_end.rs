@@ -310,7 +310,9 @@ fn lookup_speculation_drafts_and_verifies_and_the_answer_is_whole() {
         dir.path(),
         free_port(),
         "spec",
-        "speculative = \"lookup\"\ntemperature = 0.0",
+        // Lookup drafts sampled text: a chosen answer's only sampled value
+        // is the model's summary (a composed one samples nothing).
+        "speculative = \"lookup\"\ntemperature = 0.0\nsummary = \"last\"",
         "",
     );
     let d = diagnose_cli(

@@ -74,6 +74,8 @@ struct EvalRun<'a> {
     /// Answer modes to compare side by side (`--answer`).
     pub answers: Vec<crate::measure::eval::AnswerMode>,
     pub summary_tokens: Option<u32>,
+    /// Write each case's published diagnosis here (JSON lines).
+    pub diagnoses: Option<PathBuf>,
 }
 
 async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandError> {
@@ -88,6 +90,7 @@ async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandError
         interleaved,
         answers,
         summary_tokens,
+        diagnoses,
     } = run;
     let mut cs = crate::measure::eval::load_cases(cases)?;
     cs.truncate(limit.unwrap_or(usize::MAX));
@@ -143,7 +146,22 @@ async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandError
         .await;
         return print_report(&r, json);
     }
-    let r = crate::measure::eval::run_full(&pipeline, &mut slots[0], &cs, style, progress).await;
+    let mut record = match &diagnoses {
+        Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p)?)),
+        None => None,
+    };
+    let r = crate::measure::eval::run_full(
+        &pipeline,
+        &mut slots[0],
+        &cs,
+        style,
+        progress,
+        record.as_mut().map(|w| w as &mut dyn std::io::Write),
+    )
+    .await;
+    if let Some(mut w) = record {
+        std::io::Write::flush(&mut w)?;
+    }
     print_report(&r, json)
 }
 
@@ -182,6 +200,7 @@ pub fn run(a: EvalArgs) -> Result<(), CommandError> {
         interleaved: a.interleaved,
         answers: crate::measure::eval::AnswerMode::list(&a.answer, &a.summary),
         summary_tokens: a.summary_tokens,
+        diagnoses: a.diagnoses,
     };
     super::runtime()?.block_on(eval_full(cfg, run))
 }

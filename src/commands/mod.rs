@@ -9,6 +9,7 @@ pub mod eval;
 pub mod index;
 pub mod lint;
 pub mod show;
+pub mod warm;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

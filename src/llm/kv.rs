@@ -23,6 +23,7 @@ use super::job::SlotSettings;
 use super::lookup;
 use super::prefix::{self, StateShape};
 use super::prompt_cache::{PromptCache, Restore};
+use super::tokens::PromptTokens;
 use crate::watchdog::Progress;
 
 /// A slot's context and its KV bookkeeping.
@@ -487,12 +488,75 @@ impl<'m> Kv<'m> {
         if self.truncate(block).is_err() {
             return;
         }
+        self.save_block();
+    }
+
+    /// Writes the cache's state (a passage block) to the disk tier; the
+    /// file's size when it was written.
+    fn save_block(&mut self) -> Option<usize> {
         match self.read_state(usize::MAX) {
             Ok(Some(state)) => self.prompts.insert_disk(&self.tokens, &state, self.slot),
-            Ok(None) => {}
-            Err(e) => self.prompts.disk_failed(&e),
+            Ok(None) => None,
+            Err(e) => {
+                self.prompts.disk_failed(&e);
+                None
+            }
         }
     }
+
+    /// `tidewatch warm`: reads a prompt's passage block and saves its state
+    /// to the disk tier, unless the tier has it already.
+    pub(super) fn warm_block(&mut self, prompt: &PromptTokens) -> Result<BlockWarm, LlmError> {
+        let Some(block) = prompt.block.filter(|&b| b > 0) else {
+            return Ok(BlockWarm::NoBlock);
+        };
+        let tokens = &prompt.tokens[..block];
+        if !self.prompts.disk_enabled() {
+            return Ok(BlockWarm::NoDisk);
+        }
+        if !self.prompts.disk_wants(tokens) {
+            return Ok(BlockWarm::Exists);
+        }
+        self.save_unsaved();
+        self.prefill(tokens, Some(block))?;
+        let state = match self.read_state(usize::MAX) {
+            Ok(Some(state)) => state,
+            Ok(None) => return Ok(BlockWarm::NotSaved),
+            Err(e) => {
+                self.prompts.disk_failed(&e);
+                return Ok(BlockWarm::NotSaved);
+            }
+        };
+        // Warming never evicts: what it would push out is as likely to be
+        // needed as what it would write.
+        if !self.prompts.disk_fits(&self.tokens, state.len()) {
+            return Ok(BlockWarm::Full);
+        }
+        match self.prompts.insert_disk(&self.tokens, &state, self.slot) {
+            Some(bytes) => Ok(BlockWarm::Saved {
+                tokens: block,
+                bytes,
+            }),
+            None => Ok(BlockWarm::NotSaved),
+        }
+    }
+}
+
+/// What `tidewatch warm` did with one prompt's passage block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockWarm {
+    /// Read and saved: its length in tokens and its file's size.
+    Saved { tokens: usize, bytes: usize },
+    /// The disk tier has it already.
+    Exists,
+    /// Read, but the disk tier could not keep it (the journal says why).
+    NotSaved,
+    /// The prompt has no alarm block, so no passage block to keep.
+    NoBlock,
+    /// `llm.prompt_cache_disk_mib` is 0.
+    NoDisk,
+    /// Read, but the tier's bound is reached: nothing was evicted for it.
+    Full,
 }
 
 /// Replaces the context's sequence with a saved state; an empty cache when

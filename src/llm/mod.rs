@@ -48,6 +48,7 @@ mod warm;
 
 pub use error::LlmError;
 pub use job::{top_logits, GenOutput, GenRequest, SlotSettings, Step, Style};
+pub use kv::BlockWarm;
 pub use model::{backend, llama_cpp_build, Model, ModelInfo, LLAMA_CPP_SYS};
 pub use prefix::PrefixSpec;
 pub use prompt_cache::DiskSpec;

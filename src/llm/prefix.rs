@@ -130,6 +130,11 @@ const HEADER: usize = CRC + 4;
 /// u32 | n_ubatch u32 | key digest [32] | crc32 u32 | tokens (i32 LE) |
 /// llama.cpp sequence state`, little-endian; the CRC covers the shape, the
 /// digest, the tokens and the state, so damage is told apart from a mismatch.
+/// The size of `encode`'s file for `tokens` tokens and `state` bytes.
+pub fn encoded_len(tokens: usize, state: usize) -> usize {
+    HEADER + tokens * 4 + state
+}
+
 pub fn encode(key: &StateKey, tokens: &[LlamaToken], state: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER + tokens.len() * 4 + state.len());
     out.extend_from_slice(MAGIC);

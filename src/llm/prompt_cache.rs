@@ -105,11 +105,14 @@ impl PromptCache {
     /// and, with `disk`, the disk tier for states of contexts of `key`'s
     /// shape.
     pub(super) fn new(limit: usize, disk: Option<(&DiskSpec, prefix::StateShape)>) -> Self {
-        let disk = disk.filter(|(d, _)| d.limit > 0).map(|(d, shape)| Disk {
-            dir: d.dir.clone(),
-            limit: d.limit,
-            key: StateKey::new(&d.model_key, &prefix::state_build(&d.kv_type), shape),
-            warned: false,
+        let disk = disk.filter(|(d, _)| d.limit > 0).map(|(d, shape)| {
+            crate::durable::remove_stale_temps(&d.dir, std::time::Duration::from_secs(3600));
+            Disk {
+                dir: d.dir.clone(),
+                limit: d.limit,
+                key: StateKey::new(&d.model_key, &prefix::state_build(&d.kv_type), shape),
+                warned: false,
+            }
         });
         Self {
             saved: VecDeque::new(),
@@ -218,21 +221,40 @@ impl PromptCache {
             .is_some_and(|d| !d.path_of(tokens).exists())
     }
 
-    /// Writes the state of `tokens` to the disk tier and makes room for it.
-    pub(super) fn insert_disk(&mut self, tokens: &[LlamaToken], state: &[u8], slot: usize) {
-        let Some(d) = self.disk.as_mut() else {
-            return;
-        };
+    /// Whether there is a disk tier.
+    pub(super) fn disk_enabled(&self) -> bool {
+        self.disk.is_some()
+    }
+
+    /// Whether a state of `tokens` (`state` bytes) fits the disk tier's
+    /// bound beside what it holds, without evicting anything.
+    pub(super) fn disk_fits(&self, tokens: &[LlamaToken], state: usize) -> bool {
+        self.disk.as_ref().is_some_and(|d| {
+            let used: u64 = d.files().iter().map(|f| f.1).sum();
+            let need = prefix::encoded_len(tokens.len(), state) as u64;
+            used + need <= d.limit
+        })
+    }
+
+    /// Writes the state of `tokens` to the disk tier and makes room for it;
+    /// the file's size when it was written.
+    pub(super) fn insert_disk(
+        &mut self,
+        tokens: &[LlamaToken],
+        state: &[u8],
+        slot: usize,
+    ) -> Option<usize> {
+        let d = self.disk.as_mut()?;
         let bytes = prefix::encode(&d.key, tokens, state);
         if bytes.len() as u64 > d.limit {
-            return;
+            return None;
         }
         let path = d.path_of(tokens);
         let t0 = std::time::Instant::now();
         match std::fs::create_dir_all(&d.dir)
             .and_then(|()| crate::durable::cache_room(&d.dir, bytes.len() as u64))
             .and_then(|()| {
-                crate::durable::write_atomic_as(
+                crate::durable::write_atomic_shared(
                     &path,
                     &bytes,
                     crate::durable::Access::Private,
@@ -242,8 +264,12 @@ impl PromptCache {
             Ok(()) => {
                 tracing::debug!(tokens = tokens.len(), bytes = bytes.len(), ms = t0.elapsed().as_millis() as u64, file = %path.display(), "prompt state saved to disk");
                 d.evict(&path);
+                Some(bytes.len())
             }
-            Err(e) => d.failed(&e),
+            Err(e) => {
+                d.failed(&e);
+                None
+            }
         }
     }
 

@@ -11,6 +11,7 @@ use llama_cpp_2::model::LlamaModel;
 
 use super::error::LlmError;
 use super::job::{GenOutput, GenRequest, SlotSettings};
+use super::kv::BlockWarm;
 use super::thread;
 use crate::config::WatchdogConfig;
 use crate::watchdog::{judge, Limits, Progress, Verdict};
@@ -135,6 +136,16 @@ impl Slot {
         {
             let _ = rx.await;
         }
+    }
+
+    /// Reads `prompt`'s passage block and keeps its state on disk, unless
+    /// the disk tier has it (`tidewatch warm`).
+    pub async fn warm_block(&self, prompt: crate::prompt::Prompt) -> Result<BlockWarm, LlmError> {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        self.tx
+            .try_send(thread::SlotMsg::WarmBlock(prompt, reply))
+            .map_err(|_| LlmError::SlotGone(self.id))?;
+        rx.await.map_err(|_| LlmError::SlotGone(self.id))?
     }
 
     /// Median ms of one verification decode of 1..=`rows` rows (index k-1),

@@ -14,10 +14,11 @@ use llama_cpp_2::model::LlamaModel;
 use super::error::LlmError;
 use super::generate::generate;
 use super::job::{GenOutput, GenRequest, SlotSettings};
-use super::kv::Kv;
+use super::kv::{BlockWarm, Kv};
 use super::speculate::{measure_verify, verify_cost};
 use super::warm;
 use crate::config::KvType;
+use crate::prompt::Prompt;
 use crate::watchdog::Progress;
 
 pub(super) enum SlotMsg {
@@ -36,6 +37,12 @@ pub(super) enum SlotMsg {
         usize,
         usize,
         tokio::sync::oneshot::Sender<Result<Vec<f64>, LlmError>>,
+    ),
+    /// Read a prompt's passage block and keep its state on disk
+    /// (`tidewatch warm`).
+    WarmBlock(
+        Prompt,
+        tokio::sync::oneshot::Sender<Result<BlockWarm, LlmError>>,
     ),
 }
 
@@ -133,6 +140,10 @@ pub(super) fn run(
             SlotMsg::Keep(n, disk_too, reply) => {
                 state.keep(n, disk_too);
                 let _ = reply.send(());
+            }
+            SlotMsg::WarmBlock(prompt, reply) => {
+                let p = super::tokens::prompt_tokens_block(&model, &prompt);
+                let _ = reply.send(state.warm_block(&p));
             }
             SlotMsg::VerifyCost(rows, reps, reply) => {
                 let _ = reply.send(verify_cost(&mut state, rows, reps));

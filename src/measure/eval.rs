@@ -749,6 +749,7 @@ pub async fn run_full(
     cases: &[Case],
     style: crate::llm::Style,
     progress: bool,
+    mut record: Option<&mut dyn std::io::Write>,
 ) -> FullReport {
     use crate::measure::ttft::{CaseProbes, Probe};
     let n = cases.len().max(1) as f64;
@@ -780,6 +781,10 @@ pub async fn run_full(
         }
         if tr.diagnosis.summary.trim().is_empty() {
             empty += 1;
+        }
+        if let Some(w) = record.as_mut() {
+            let line = serde_json::json!({"case": c.case, "diagnosis": tr.diagnosis});
+            let _ = writeln!(w, "{line}");
         }
         outcomes.push(outcome(&tr, &c.keywords));
         let d = &tr.diagnosis;

@@ -277,6 +277,39 @@ impl Index {
     /// the same alarm code with the same kind of list (causes or checks) and
     /// the same part of a split section. None when the knowledge base has no
     /// such translation.
+    /// Every section that opens a list of causes (a split one's first part
+    /// only), in index order, with its manual's first equipment class: each
+    /// alarm code of each manual, once per language. What `tidewatch warm`
+    /// raises alarms from.
+    pub fn causes_sections(&self) -> Vec<(Hit, Option<String>)> {
+        let mut out = Vec::new();
+        for d in &self.raw.docs {
+            for pid in d.first_passage..d.first_passage + d.n_passages {
+                let Ok(p) = self.raw.passage(pid) else {
+                    continue;
+                };
+                if ListKind::of(&p.section) != Some(ListKind::Causes) {
+                    continue;
+                }
+                let part = section_part(&p.section);
+                if !part.is_empty() && !part.starts_with("(1/") && !part.starts_with("（1/") {
+                    continue;
+                }
+                let hit = Hit {
+                    passage: pid,
+                    doc: d.id.clone(),
+                    section: p.section,
+                    score: 0.0,
+                    text: p.text,
+                    lang: d.lang.clone(),
+                    title: d.title.clone(),
+                };
+                out.push((hit, d.classes.first().cloned()));
+            }
+        }
+        out
+    }
+
     pub fn twin(&self, hit: &Hit, lang: &str) -> Option<Hit> {
         let (stem, _) = hit.doc.rsplit_once('-')?;
         let kind = ListKind::of(&hit.section)?;

@@ -1,0 +1,157 @@
+//! `tidewatch warm`: the passage blocks the manuals' own alarms retrieve are
+//! computed into the disk tier, with a progress line, skipped when there,
+//! never past the tier's bound; afterwards an alarm seen for the first time,
+//! raised under the plant's own code, reads only its alarm block. Real
+//! llama.cpp with the test model.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{config, diagnose_cli, free_port};
+
+fn warm(cfg: &Path) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tidewatch"))
+        .args(["warm", "--config"])
+        .arg(cfg)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn blocks(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir.join("state/kv/prompts"))
+        .map(|r| r.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    v.retain(|p: &std::path::PathBuf| p.extension().is_some_and(|e| e == "kv"));
+    v.sort();
+    v
+}
+
+/// ADCP no data under a plant's code: the manual's own ADCP-NO-DATA
+/// section covers it. The ADCP manual is among the first the index holds, so
+/// a small tier warms it.
+fn plant_alarm(id: &str) -> String {
+    serde_json::json!({
+        "id": id, "ts": "2026-12-03T04:00:00Z", "equipment": "ADCP2", "code": "PLANT-0042",
+        "severity": "major", "kind": "adcp", "message": "ADCP no data",
+    })
+    .to_string()
+}
+
+fn uncached(d: &serde_json::Value) -> u64 {
+    let t = &d["timings"];
+    t["prompt_tokens"].as_u64().unwrap() - t["cached_tokens"].as_u64().unwrap()
+}
+
+#[test]
+fn warm_fills_the_disk_tier_resumes_and_serves_a_first_alarm_under_a_plant_code() {
+    let _serial = common::serial();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        free_port(),
+        "warm",
+        "prompt_cache_disk_mib = 96",
+        "",
+    );
+
+    // Cold: without warm, the first alarm reads its passages.
+    let cold_dir = tempfile::tempdir().unwrap();
+    let cold_cfg = config(
+        cold_dir.path(),
+        free_port(),
+        "warm",
+        "prompt_cache_disk_mib = 96",
+        "",
+    );
+    let cold = diagnose_cli(cold_dir.path(), &cold_cfg, &plant_alarm("w-0"));
+
+    let (ok, out, err) = warm(&cfg);
+    assert!(ok, "warm failed:\n{out}\n{err}");
+    assert!(err.contains("warm 1/"), "no progress line: {err}");
+    assert!(err.contains("the disk tier is full"), "{err}");
+    let saved = blocks(dir.path());
+    assert!(saved.len() >= 2, "{saved:?}\n{out}");
+    let total: u64 = saved
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    assert!(
+        total <= 96 << 20,
+        "warm went past the tier's bound: {total}"
+    );
+    {
+        use std::os::unix::fs::PermissionsExt;
+        for p in &saved {
+            let mode = std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{p:?}");
+        }
+    }
+
+    // Again: everything there is skipped, nothing is rewritten or evicted.
+    let mtimes: Vec<_> = saved
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().modified().unwrap())
+        .collect();
+    let (ok, out2, err2) = warm(&cfg);
+    assert!(ok, "{out2}\n{err2}");
+    assert!(
+        out2.contains(" 0 passage blocks computed")
+            && out2.contains(&format!("{} already on disk", saved.len())),
+        "{out2}"
+    );
+    assert_eq!(blocks(dir.path()), saved);
+    let again: Vec<_> = saved
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().modified().unwrap())
+        .collect();
+    assert_eq!(mtimes, again, "a second warm rewrote states");
+
+    // The first alarm of the fault, under the plant's code, after warm.
+    let first = diagnose_cli(dir.path(), &cfg, &plant_alarm("w-1"));
+    assert_eq!(first["coverage"], "covered", "{first}");
+    assert!(
+        uncached(&first) <= 80,
+        "after warm the first alarm read {} prompt tokens (cold {}): {first}",
+        uncached(&first),
+        uncached(&cold)
+    );
+    assert!(uncached(&cold) > 2 * uncached(&first), "cold {cold}");
+}
+
+#[test]
+fn warm_without_a_disk_tier_or_with_unknown_codes_says_why() {
+    let _serial = common::serial();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        free_port(),
+        "warm",
+        "prompt_cache_disk_mib = 0",
+        "",
+    );
+    let (ok, out, err) = warm(&cfg);
+    assert!(!ok, "{out}");
+    assert!(err.contains("llm.prompt_cache_disk_mib is 0"), "{err}");
+    let cfg = config(
+        dir.path(),
+        free_port(),
+        "warm",
+        "prompt_cache_disk_mib = 96",
+        "",
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_tidewatch"))
+        .args(["warm", "--codes", "NO-SUCH-CODE", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("--codes NO-SUCH-CODE"), "{err}");
+}
