@@ -311,8 +311,10 @@ pub fn condense(text: &str, items: usize) -> String {
 /// that retrieves the same sections shares its KV state (the prompt cache's
 /// disk tier, `tidewatch warm`): the passages go in the index's order (manual
 /// by manual, section by section), not by score; their labels name the
-/// section whole (the alarm's own code too); and the budget keeps a fixed
-/// allowance for the alarm block rather than its length. `count` returns a
+/// section whole (the alarm's own code too). Only when the budget binds
+/// (no eval alarm with the 1.5B stand-in) does the alarm's length shape the
+/// block: a fixed allowance for the alarm instead cut passages from 10 eval
+/// prompts, and from the test model's Chinese ones. `count` returns a
 /// token count for a text. Passages are dropped (lowest-ranked first) and
 /// then trimmed until the turn fits `budget` tokens; each keeps at most
 /// `items` numbered items (see `condense`). Returns the turn and the hits
@@ -330,8 +332,7 @@ pub fn user_turn<'a>(
         .is_some_and(crate::retrieval::tokenize::has_cjk);
     let lang = if zh { ANSWER_IN_CHINESE } else { "" };
     let alarm_text = alarm_block(alarm);
-    let alarm_room = count(&alarm_text).max(ALARM_ALLOWANCE);
-    let fixed = count(USER_HEAD) + count(lang) + alarm_room + 4;
+    let fixed = count(USER_HEAD) + count(lang) + count(&alarm_text) + 4;
     let mut room = budget.saturating_sub(fixed);
     // (label-less body, hit) by rank; labels are numbered once the order is.
     let mut parts: Vec<(String, &Hit)> = Vec::new();
@@ -375,11 +376,6 @@ pub fn user_turn<'a>(
     s.push_str(alarm_text.trim_end());
     (s, parts.into_iter().map(|(_, h)| h).collect())
 }
-
-/// Tokens the passage budget keeps for the alarm block whatever its length
-/// (a longer block takes more): an alarm block is ~45-80 tokens, so the
-/// passages of one set of sections come out the same for every alarm.
-const ALARM_ALLOWANCE: usize = 128;
 
 /// Small models answer a Chinese alarm in English despite the system prompt's
 /// rule, and an English answer shares no words with the Chinese passages the

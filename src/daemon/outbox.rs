@@ -351,7 +351,7 @@ fn sync_file(f: &File) -> std::io::Result<()> {
 }
 
 /// The disk operations a unit test can make fail, as a failing disk would
-/// (see `tests::FAIL`).
+/// (`crate::fault::disk`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Step {
     /// Opening the outbox for writing (a read-only file system).
@@ -364,12 +364,21 @@ enum Step {
     DirSync,
 }
 
+impl Step {
+    fn name(self) -> &'static str {
+        match self {
+            Step::Open => "outbox open",
+            Step::Write => "outbox write",
+            Step::Rename => "outbox rename",
+            Step::DirSync => "outbox dir sync",
+        }
+    }
+}
+
 fn fault(step: Step) -> std::io::Result<()> {
     #[cfg(test)]
-    if let Some(errno) = tests::FAIL.with(|f| f.borrow().get(&step).copied()) {
-        return Err(std::io::Error::from(errno));
-    }
-    let _ = step;
+    crate::fault::disk::check(step.name())?;
+    let _ = step.name();
     Ok(())
 }
 
@@ -854,9 +863,6 @@ mod tests {
     thread_local! {
         pub(super) static DIR_SYNCS: RefCell<Vec<PathBuf>> = const { RefCell::new(Vec::new()) };
         pub(super) static FILE_SYNCS: RefCell<u32> = const { RefCell::new(0) };
-        /// Disk operations that fail on this thread, and how (see `fault`).
-        pub(super) static FAIL: RefCell<std::collections::HashMap<Step, nix::errno::Errno>> =
-            RefCell::new(std::collections::HashMap::new());
     }
 
     /// Makes `step` fail from now on, with the error a bad disk gives.
@@ -867,12 +873,12 @@ mod tests {
             Step::Write => Errno::ENOSPC,
             Step::Rename | Step::DirSync => Errno::EIO,
         };
-        FAIL.with(|f| f.borrow_mut().insert(step, errno));
+        crate::fault::disk::fail(step.name(), errno);
     }
 
     /// The disk works again.
     fn heal() {
-        FAIL.with(|f| f.borrow_mut().clear());
+        crate::fault::disk::heal();
     }
 
     fn open(dir: &Path, max_bytes: u64) -> (Outbox, OpenReport) {
