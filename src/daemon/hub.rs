@@ -202,7 +202,15 @@ impl Hub {
                 Some(ev) = events.recv() => self.on_event(ev).await,
                 Some(p) = qos0.recv() => self.intake(p, true).await,
                 _ = tick.tick() => self.on_tick(),
-                _ = std::future::ready(()), if idle_work => self.idle(),
+                _ = std::future::ready(()), if idle_work => {
+                    self.idle();
+                    // An always-ready branch never hands the thread back on
+                    // its own: the receivers above, whose coop budget only
+                    // refills at a yield, and a worker this task woke (held
+                    // in this thread's LIFO slot) would wait behind a long
+                    // backlog of triage.
+                    tokio::task::yield_now().await;
+                }
             }
             if self.unsynced.len() + self.staged.len() >= MAX_BATCH {
                 self.flush();
