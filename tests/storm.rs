@@ -169,7 +169,7 @@ async fn a_critical_alarm_behind_1200_warnings_is_answered_within_30_s_and_none_
 // with ~17 alarms, the critical one among them, never taken off the broker
 // after ~20 s, while the daemon sat idle: an open defect of the delivery
 // machine (issue 29's closing note), which this test catches when it runs.
-#[ignore = "open defect: intake can stall in a 10,000-alarm storm past the inbox budget; run deploy/bench-storm.sh"]
+#[ignore = "reason: an open defect, intake can stall in a 10,000-alarm storm past the inbox budget; run deploy/bench-storm.sh"]
 async fn ten_thousand_warnings_past_the_inbox_budget_are_all_answered_and_none_dropped() {
     let _serial = serial();
     // 8 KiB holds about 28 alarms, fewer than the queue's 32: most of the
