@@ -11,9 +11,11 @@ use std::process::Command;
 
 use common::{config, diagnose_cli, free_port};
 
-fn warm(cfg: &Path) -> (bool, String, String) {
+fn warm(cfg: &Path, extra: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_tidewatch"))
-        .args(["warm", "--config"])
+        .arg("warm")
+        .args(extra)
+        .arg("--config")
         .arg(cfg)
         .output()
         .unwrap();
@@ -72,7 +74,7 @@ fn warm_fills_the_disk_tier_resumes_and_serves_a_first_alarm_under_a_plant_code(
     );
     let cold = diagnose_cli(cold_dir.path(), &cold_cfg, &plant_alarm("w-0"));
 
-    let (ok, out, err) = warm(&cfg);
+    let (ok, out, err) = warm(&cfg, &[]);
     assert!(ok, "warm failed:\n{out}\n{err}");
     assert!(err.contains("warm 1/"), "no progress line: {err}");
     assert!(err.contains("the disk tier is full"), "{err}");
@@ -99,7 +101,7 @@ fn warm_fills_the_disk_tier_resumes_and_serves_a_first_alarm_under_a_plant_code(
         .iter()
         .map(|p| std::fs::metadata(p).unwrap().modified().unwrap())
         .collect();
-    let (ok, out2, err2) = warm(&cfg);
+    let (ok, out2, err2) = warm(&cfg, &[]);
     assert!(ok, "{out2}\n{err2}");
     assert!(
         out2.contains(" 0 passage blocks computed")
@@ -136,7 +138,7 @@ fn warm_without_a_disk_tier_or_with_unknown_codes_says_why() {
         "prompt_cache_disk_mib = 0",
         "",
     );
-    let (ok, out, err) = warm(&cfg);
+    let (ok, out, err) = warm(&cfg, &[]);
     assert!(!ok, "{out}");
     assert!(err.contains("llm.prompt_cache_disk_mib is 0"), "{err}");
     let cfg = config(
@@ -146,12 +148,7 @@ fn warm_without_a_disk_tier_or_with_unknown_codes_says_why() {
         "prompt_cache_disk_mib = 96",
         "",
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_tidewatch"))
-        .args(["warm", "--codes", "NO-SUCH-CODE", "--config"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{err}");
+    let (ok, out, err) = warm(&cfg, &["--codes", "NO-SUCH-CODE"]);
+    assert!(!ok, "{out}");
     assert!(err.contains("--codes NO-SUCH-CODE"), "{err}");
 }
