@@ -30,6 +30,7 @@ async fn storm(
     per_s: Option<u64>,
     extra_llm: &str,
     extra: &str,
+    fault: Option<&str>,
 ) -> (Outcome, Daemon) {
     let broker = Broker::start_stock();
     let dir = tempfile::tempdir().unwrap();
@@ -41,7 +42,12 @@ async fn storm(
         &format!("{prefix}-pub"),
     )
     .await;
-    let d = Daemon::launch(&cfg).ready();
+    let launch = Daemon::launch(&cfg);
+    let d = match fault {
+        Some(f) => launch.fault(f),
+        None => launch,
+    }
+    .ready();
     let mut want: HashSet<String> = HashSet::new();
     let t0 = Instant::now();
     for i in 0..warnings {
@@ -84,8 +90,13 @@ async fn storm(
     let mut critical_after = None;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(420);
     let dtopic = format!("{prefix}/diagnosis/");
+    // A run that stopped answering ends after a minute of silence rather
+    // than at the deadline: what it answered by then is the finding.
+    let quiet = Duration::from_secs(60);
+    let mut last_answer = tokio::time::Instant::now();
     while answered.len() < want.len() {
-        match tokio::time::timeout_at(deadline, sub.rx.recv()).await {
+        let until = deadline.min(last_answer + quiet);
+        match tokio::time::timeout_at(until, sub.rx.recv()).await {
             Ok(Some((t, p))) if t.starts_with(&dtopic) => {
                 let v: serde_json::Value = serde_json::from_slice(&p).unwrap_or_default();
                 let Some(id) = v["alarm_id"].as_str().filter(|i| want.contains(*i)) else {
@@ -95,6 +106,7 @@ async fn storm(
                     critical_after = Some(t_critical.elapsed());
                 }
                 answered.insert(id.to_string(), v);
+                last_answer = tokio::time::Instant::now();
             }
             Ok(Some(_)) => {}
             _ => break,
@@ -129,16 +141,16 @@ fn report(name: &str, o: &Outcome, total: usize) {
 }
 
 fn assert_storm_held(o: &Outcome, total: usize, d: &mut Daemon) {
-    let missing: Vec<&str> = (0..total - 1)
+    let missing: Vec<String> = (0..total - 1)
         .map(|i| format!("w-{i}"))
         .filter(|id| !o.answered.contains_key(id))
-        .map(|_| "w")
         .collect();
     assert!(
         o.answered.len() == total,
-        "{} of {total} alarms answered ({} warnings never answered: dropped at the broker?); critical answered: {}",
+        "{} of {total} alarms answered ({} warnings never answered, dropped at the broker?, first {:?}); critical answered: {}",
         o.answered.len(),
         missing.len(),
+        &missing[..missing.len().min(5)],
         o.answered.contains_key("critical-1")
     );
     let after = o
@@ -159,8 +171,24 @@ fn assert_storm_held(o: &Outcome, total: usize, d: &mut Daemon) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_critical_alarm_behind_1200_warnings_is_answered_within_30_s_and_none_is_dropped() {
     let _serial = serial();
-    let (o, mut d) = storm("storm1k", 1200, None, "", "").await;
+    let (o, mut d) = storm("storm1k", 1200, None, "", "", None).await;
     report("storm of 1,200 + 1", &o, 1201);
+    assert_storm_held(&o, 1201, &mut d);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_that_stops_for_5_s_under_a_burst_loses_none_of_1200_alarms() {
+    let _serial = serial();
+    // A slow fsync or a starved core stops the hub for a while. A stock
+    // broker holds 20 unacknowledged alarms and 1,000 queued behind them and
+    // drops the rest without a word; a burst of 1,200 inside the pause then
+    // lost the last ~180 (seen in the 10,000 storm after a 1.2 s pause).
+    let (o, mut d) = storm("stall", 1200, None, "", "", Some("stall-intake:5000")).await;
+    report("1,200 + 1 while the hub stops for 5 s", &o, 1201);
+    assert!(
+        d.log().contains("stopped for 5000 ms"),
+        "the fault never stopped the hub, so this test does not test it"
+    );
     assert_storm_held(&o, 1201, &mut d);
 }
 
@@ -185,6 +213,7 @@ async fn ten_thousand_warnings_past_the_inbox_budget_are_all_answered_and_none_d
         Some(1_000),
         "max_tokens = 48",
         "[inbox]\nmax_bytes = 8192\n",
+        None,
     )
     .await;
     report("storm of 10,000 + 1", &o, 10_001);

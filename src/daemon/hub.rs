@@ -86,6 +86,9 @@ pub(super) struct Hub {
     last_status_ms: u64,
     /// Test hook: extra time every inbound alarm costs (see `intake_delay`).
     intake_delay: Option<Duration>,
+    /// Test hook: how long the first inbound alarm stops the hub (see
+    /// `intake_stall`).
+    intake_stall: Option<Duration>,
 }
 
 /// Most alarms and diagnoses a flush waits to group: bounds how long an
@@ -99,8 +102,19 @@ const TRIAGE_CHUNK: usize = 2;
 /// `TIDEWATCH_FAULT=slow-intake:MS` makes every inbound alarm cost the hub MS
 /// more, as on a board whose cores the model's threads have.
 fn intake_delay() -> Option<Duration> {
+    fault_ms("slow-intake:")
+}
+
+/// Fault injection: `TIDEWATCH_FAULT=stall-intake:MS` stops the hub's thread
+/// for MS at the first inbound alarm, once, as an fsync on a busy eMMC or a
+/// starved core does.
+fn intake_stall() -> Option<Duration> {
+    fault_ms("stall-intake:")
+}
+
+fn fault_ms(prefix: &str) -> Option<Duration> {
     crate::fault::spec()?
-        .strip_prefix("slow-intake:")?
+        .strip_prefix(prefix)?
         .parse()
         .ok()
         .map(Duration::from_millis)
@@ -149,6 +163,7 @@ impl Hub {
             ready: false,
             last_status_ms: 0,
             intake_delay: intake_delay(),
+            intake_stall: intake_stall(),
         }
     }
 
@@ -642,6 +657,14 @@ impl Hub {
         crate::crash::injected_panic(crate::crash::Place::Hub, &p.payload);
         if let Some(d) = self.intake_delay {
             tokio::time::sleep(d).await;
+        }
+        if let Some(d) = self.intake_stall.take() {
+            tracing::warn!(
+                ms = d.as_millis() as u64,
+                "fault injection: the hub stopped for {} ms",
+                d.as_millis()
+            );
+            tokio::task::block_in_place(|| std::thread::sleep(d));
         }
         // MQTT 5 hands topics over as bytes; brokers check they are UTF-8.
         let Ok(topic) = std::str::from_utf8(&p.topic).map(str::to_string) else {
