@@ -477,11 +477,17 @@ impl Hub {
                     tracing::info!(broker = %format!("{}:{}", cfg.host, cfg.port), "tidewatch ready");
                 }
             }
-            Inbound::Alarm { publish, epoch } => {
+            Inbound::Alarm {
+                publish,
+                epoch,
+                room,
+            } => {
                 // Read on a connection already lost: answered, but its ack
                 // handle means nothing now; the broker redelivers it.
                 let live = self.live == Some(epoch);
-                self.intake(publish, live).await
+                self.intake(publish, live).await;
+                // Taken: the poller may read as much again.
+                drop(room);
             }
             Inbound::Sent(pkid) => self.delivery.sent(pkid, now),
             Inbound::PubAck(pkid) => {
@@ -676,7 +682,15 @@ impl Hub {
         };
         let key = Key::of(&topic, &p.payload);
         let payload = p.payload.clone();
-        let (receipt, out) = self.delivery.received(key, live.then_some(p));
+        // The ack needs only the packet id: a handle that kept the payload
+        // would hold up to `RECEIVE_MAXIMUM` alarms' bytes until their acks,
+        // outside the poller's budget.
+        let handle = Publish {
+            payload: Default::default(),
+            topic: Default::default(),
+            ..p
+        };
+        let (receipt, out) = self.delivery.received(key, live.then_some(handle));
         self.carry_out(out);
         match receipt {
             Receipt::Diagnose => {}

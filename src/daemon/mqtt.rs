@@ -19,7 +19,7 @@ use rumqttc::v5::mqttbytes::v5::{LastWill, Packet, PubAckReason, Publish};
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions, Request};
 use rumqttc::{Outgoing, Transport};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::alarm::Topics;
@@ -69,6 +69,15 @@ pub fn options(cfg: &MqttConfig) -> Result<MqttOptions, MqttError> {
     // rumqttc sizes its table of unacknowledged publishes by this (65,536
     // slots by default); `delivery` keeps at most 8 diagnoses in flight.
     o.set_outgoing_inflight_upper_limit(32);
+    // Without it mosquitto sends a subscriber 20 QoS 1 messages
+    // (max_inflight_messages) and holds the rest until they are acked, and
+    // the hub acks only once they are on disk: a pause of a second in the
+    // hub (a slow fsync, a starved core) then filled a stock broker's queue
+    // of 1,000 and it dropped the newest alarms without a word. mosquitto
+    // takes an MQTT 5 client's receive maximum in place of its own limit,
+    // so the poller reads on while the hub is stopped (memory bounded by
+    // `INBOUND_BUDGET`), and one group commit covers up to this many.
+    o.set_receive_maximum(Some(RECEIVE_MAXIMUM));
     o.set_last_will(LastWill::new(
         topics.status(),
         r#"{"state":"offline"}"#,
@@ -122,10 +131,12 @@ pub enum Inbound {
         session_present: bool,
         epoch: u64,
     },
-    /// A QoS 1 (or 2) alarm: the broker waits for its ack.
+    /// A QoS 1 (or 2) alarm: the broker waits for its ack. `room` is its
+    /// share of `INBOUND_BUDGET`, given back when the hub drops it.
     Alarm {
         publish: Publish,
         epoch: u64,
+        room: OwnedSemaphorePermit,
     },
     /// The client wrote a QoS 1 publish with this packet id.
     Sent(u16),
@@ -157,6 +168,16 @@ pub enum Inbound {
 /// sends about one request per ten packets it reads, so a 10,000-payload flood
 /// can leave thousands queued (~250 bytes each, 4 MiB at most).
 pub const CLIENT_QUEUE: usize = 16_384;
+
+/// Alarms the broker may send before tidewatch acknowledges them (MQTT 5
+/// receive maximum; see `options`).
+pub const RECEIVE_MAXIMUM: u16 = 1024;
+
+/// Bytes of alarms the poller has read and the hub not yet taken: past it
+/// the poller stops reading, and the socket and the broker hold the rest.
+/// It bounds what `RECEIVE_MAXIMUM` alarms of up to `MAX_INBOUND` bytes
+/// could otherwise hold in memory while the hub is stopped.
+pub const INBOUND_BUDGET: usize = 32 * 1024 * 1024;
 
 /// Where the poller sends what it reads.
 pub struct PollerTx {
@@ -232,6 +253,8 @@ pub fn connect_hint(error: &str) -> Option<&'static str> {
 /// What one rumqttc event means for the daemon.
 enum Read {
     Tell(Inbound),
+    /// A QoS 1 (or 2) alarm, read on connection `epoch`.
+    Alarm(Publish, u64),
     Qos0(Publish),
     /// rumqttc reports a DISCONNECT: the one shutdown queued, now on the
     /// wire (the poller's work is done), or its answer to a packet from the
@@ -248,7 +271,7 @@ fn read(ev: Event, epoch: u64) -> Read {
     }
     match ev {
         Event::Incoming(Packet::Publish(p)) if p.qos == QoS::AtMostOnce => Read::Qos0(p),
-        Event::Incoming(Packet::Publish(p)) => Read::Tell(Inbound::Alarm { publish: p, epoch }),
+        Event::Incoming(Packet::Publish(p)) => Read::Alarm(p, epoch),
         // rumqttc reports it once the packet is flushed to the socket.
         Event::Outgoing(Outgoing::Disconnect) => Read::Disconnected,
         Event::Outgoing(Outgoing::Publish(pkid)) if pkid != 0 => Read::Tell(Inbound::Sent(pkid)),
@@ -274,11 +297,28 @@ fn read(ev: Event, epoch: u64) -> Read {
 /// A daemon that no longer listens (the serving loop ends before shutdown
 /// queues the DISCONNECT) does not end it: what arrives then is left to the
 /// broker, which redelivers it. A DISCONNECT is the caller's to judge.
-async fn forward(r: Read, tx: &PollerTx, stop: &CancellationToken) -> bool {
+async fn forward(
+    r: Read,
+    tx: &PollerTx,
+    budget: &Arc<Semaphore>,
+    stop: &CancellationToken,
+) -> bool {
     match r {
         Read::Tell(m) => {
             let _ = tx.events.send(m);
             true
+        }
+        // As for QoS 0 below: waiting for room leaves the rest to the socket.
+        Read::Alarm(publish, epoch) => {
+            let n = publish.payload.len().clamp(1, INBOUND_BUDGET) as u32;
+            tokio::select! {
+                _ = stop.cancelled() => false,
+                room = budget.clone().acquire_many_owned(n) => {
+                    let Ok(room) = room else { return false };
+                    let _ = tx.events.send(Inbound::Alarm { publish, epoch, room });
+                    true
+                }
+            }
         }
         // Wait for room instead of dropping: meanwhile the socket and the
         // broker hold the rest (TCP backpressure). The hub never waits on
@@ -319,6 +359,7 @@ pub async fn run_poller(
     // Two clients with one id throw each other off at every connect; each
     // connect succeeds, so `failures` alone would never grow the delay.
     let (mut takeovers, mut connected_at) = (0u32, std::time::Instant::now());
+    let budget = Arc::new(Semaphore::new(INBOUND_BUDGET));
     loop {
         let ev = tokio::select! {
             _ = stop.cancelled() => return,
@@ -342,7 +383,7 @@ pub async fn run_poller(
                 Read::Disconnected if leaving.is_cancelled() => return,
                 Read::Disconnected => PROTOCOL_BROKEN.to_string(),
                 r => {
-                    if !forward(r, &tx, &stop).await {
+                    if !forward(r, &tx, &budget, &stop).await {
                         return;
                     }
                     continue;
@@ -358,7 +399,7 @@ pub async fn run_poller(
             if matches!(r, Read::Disconnected) && leaving.is_cancelled() {
                 return;
             }
-            if !forward(r, &tx, &stop).await {
+            if !forward(r, &tx, &budget, &stop).await {
                 return;
             }
         }
