@@ -199,6 +199,10 @@ pub struct BenchArgs {
     /// Context sizes (512..=32768, as llm.ctx)
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(512..=32768))]
     pub ctx: Vec<u32>,
+    /// KV cache types, e.g. f16,q8_0 (as llm.kv_type): state size, speed and,
+    /// with --decide, accuracy of each
+    #[arg(long, value_delimiter = ',', value_parser = ["f16", "q8_0"])]
+    pub kv_type: Vec<String>,
     /// Prompt tokens per throughput run (llama-bench -p)
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=32768))]
     pub pp: u32,

@@ -31,6 +31,15 @@ fn bench_retrieval(a: &BenchArgs) -> Result<(), CommandError> {
     Ok(())
 }
 
+/// The KV types to measure: those asked for, else the config's.
+fn kv_types(a: &BenchArgs, cfg: &Config) -> Vec<String> {
+    if a.kv_type.is_empty() {
+        vec![cfg.llm.kv_type.name().to_string()]
+    } else {
+        a.kv_type.clone()
+    }
+}
+
 fn cartesian(a: &BenchArgs, cfg: &Config) -> Vec<bench::Combo> {
     let or = |v: &Vec<u32>, d: u32| if v.is_empty() { vec![d] } else { v.clone() };
     let models = if a.model.is_empty() {
@@ -43,17 +52,20 @@ fn cartesian(a: &BenchArgs, cfg: &Config) -> Vec<bench::Combo> {
         for t in or(&a.threads, cfg.llm.threads) {
             for b in or(&a.batch, cfg.llm.batch) {
                 for c in or(&a.ctx, cfg.llm.ctx) {
-                    out.push(bench::Combo {
-                        model: m.clone(),
-                        threads: t,
-                        batch: b,
-                        ctx: c,
-                        pp: a.pp,
-                        tg: a.tg,
-                        reps: a.reps,
-                        rag_cases: a.rag_cases,
-                        speculation: a.speculation,
-                    });
+                    for kv in kv_types(a, cfg) {
+                        out.push(bench::Combo {
+                            model: m.clone(),
+                            threads: t,
+                            batch: b,
+                            ctx: c,
+                            kv_type: kv,
+                            pp: a.pp,
+                            tg: a.tg,
+                            reps: a.reps,
+                            rag_cases: a.rag_cases,
+                            speculation: a.speculation,
+                        });
+                    }
                 }
             }
         }

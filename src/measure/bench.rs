@@ -143,6 +143,9 @@ pub struct Combo {
     pub threads: u32,
     pub batch: u32,
     pub ctx: u32,
+    /// The KV cache's element type, as `[llm] kv_type`: "f16" or "q8_0".
+    #[serde(default = "f16")]
+    pub kv_type: String,
     pub pp: u32,
     pub tg: u32,
     pub reps: u32,
@@ -162,6 +165,8 @@ pub struct ComboResult {
     pub threads: u32,
     pub batch: u32,
     pub ctx: u32,
+    #[serde(default = "f16")]
+    pub kv_type: String,
     pub load_ms: f64,
     pub prompt_tps: f64,
     pub prompt_tps_sd: f64,
@@ -254,8 +259,16 @@ fn throughput(
         .with_n_ubatch(c.batch.min(512))
         .with_n_threads(c.threads as i32)
         .with_n_threads_batch(c.threads as i32);
-    // The KV type is llama.cpp's default (f16), as in the daemon's slots,
-    // which have no setting for it.
+    // As the daemon's slots set it (llm::thread): llama.cpp turns on flash
+    // attention for a quantized V cache where the CPU build supports it.
+    let params = if c.kv_type == "q8_0" {
+        use llama_cpp_2::context::params::KvCacheType;
+        params
+            .with_type_k(KvCacheType::Q8_0)
+            .with_type_v(KvCacheType::Q8_0)
+    } else {
+        params
+    };
     let mut ctx = model
         .new_context(crate::llm::backend(), params)
         .map_err(|e| BenchError::Setup(format!("context: {e}")))?;
@@ -321,6 +334,7 @@ pub async fn worker(
     run.llm.threads = c.threads;
     run.llm.batch = c.batch;
     run.llm.ctx = c.ctx;
+    run.llm.kv_type = kv_type(&c.kv_type);
     run.llm.slots = 1;
     // Every prompt is measured from a known cache: nothing saved to resume.
     run.llm.prompt_cache_mib = 0;
@@ -358,6 +372,7 @@ pub async fn worker(
         threads: c.threads,
         batch: c.batch,
         ctx: c.ctx,
+        kv_type: c.kv_type.clone(),
         load_ms,
         prompt_tps: pp,
         prompt_tps_sd: pp_sd,
@@ -465,13 +480,14 @@ pub fn check_configurable(cfg_text: &str, cfg_path: &Path, c: &Combo) -> Result<
     llm.insert("threads".into(), toml::Value::Integer(c.threads.into()));
     llm.insert("batch".into(), toml::Value::Integer(c.batch.into()));
     llm.insert("ctx".into(), toml::Value::Integer(c.ctx.into()));
+    llm.insert("kv_type".into(), toml::Value::String(c.kv_type.clone()));
     let text = toml::to_string(&doc).map_err(|e| setup(e.to_string()))?;
     crate::config::parse(&text, cfg_path)
         .map(drop)
         .map_err(|source| BenchError::Unconfigurable {
             combo: format!(
-                "--threads {} --batch {} --ctx {}",
-                c.threads, c.batch, c.ctx
+                "--threads {} --batch {} --ctx {} --kv-type {}",
+                c.threads, c.batch, c.ctx, c.kv_type
             ),
             source,
         })
@@ -515,8 +531,8 @@ pub fn decide(results: &[ComboResult], margin: f64) -> Decision {
     let mut ok: Vec<&ComboResult> = Vec::new();
     for r in results {
         let tag = format!(
-            "{} threads={} batch={} ctx={}",
-            r.model, r.threads, r.batch, r.ctx
+            "{} threads={} batch={} ctx={} kv={}",
+            r.model, r.threads, r.batch, r.ctx, r.kv_type
         );
         if !r.fits_budget {
             reasons.push(format!(
@@ -571,22 +587,34 @@ pub fn decide(results: &[ComboResult], margin: f64) -> Decision {
     Decision { chosen, reasons }
 }
 
+fn f16() -> String {
+    "f16".into()
+}
+
+fn kv_type(name: &str) -> crate::config::KvType {
+    match name {
+        "q8_0" => crate::config::KvType::Q8_0,
+        _ => crate::config::KvType::F16,
+    }
+}
+
 /// A table in llama-bench's style.
 pub fn table(results: &[ComboResult]) -> String {
     let mut s = String::from(
-        "| model | size | params | threads | batch | ctx | pp t/s | tg t/s | TTFT cold ms | TTFT prefix ms | TTFT failed | alarm ms | chosen / fed tokens | RSS anon MiB | RSS file MiB | fits | acc |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n",
+        "| model | size | params | threads | batch | ctx | kv | pp t/s | tg t/s | TTFT cold ms | TTFT prefix ms | TTFT failed | alarm ms | chosen / fed tokens | RSS anon MiB | RSS file MiB | fits | acc |\n|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n",
     );
     // A measurement that did not happen or failed is "-", never 0.
     let ms = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format!("{v:.0}"));
     for r in results {
         s.push_str(&format!(
-            "| {} | {:.0} MiB | {:.2} B | {} | {} | {} | {:.1} ± {:.1} | {:.1} ± {:.1} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {} | {} |\n",
+            "| {} | {:.0} MiB | {:.2} B | {} | {} | {} | {} | {:.1} ± {:.1} | {:.1} ± {:.1} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {} | {} |\n",
             r.model,
             r.model_bytes as f64 / 1048576.0,
             r.params as f64 / 1e9,
             r.threads,
             r.batch,
             r.ctx,
+            r.kv_type,
             r.prompt_tps,
             r.prompt_tps_sd,
             r.gen_tps,
@@ -674,6 +702,7 @@ mod tests {
             threads: 2,
             batch: 512,
             ctx: 2048,
+            kv_type: f16(),
             load_ms: 0.0,
             prompt_tps: 10.0,
             prompt_tps_sd: 0.0,
@@ -799,6 +828,7 @@ mod tests {
             threads,
             batch,
             ctx,
+            kv_type: f16(),
             pp: 512,
             tg: 64,
             reps: 1,
