@@ -33,8 +33,8 @@ while [ $# -gt 0 ]; do
 done
 
 model=$(deploy/dev-setup.sh | tail -n1)
-cargo build --release --quiet
-tw=target/release/tidewatch
+# TW=path/to/tidewatch measures that build instead (an older commit's).
+if [ -n "${TW:-}" ]; then tw=$TW; else cargo build --release --quiet; tw=target/release/tidewatch; fi
 work=$(mktemp -d /tmp/tidewatch-intake.XXXXXX)
 [ -n "$state" ] || state="$work/state"
 mkdir -p "$state"
