@@ -28,6 +28,8 @@ pub enum CommandError {
     Eval(#[from] crate::measure::eval::EvalError),
     #[error(transparent)]
     Bench(#[from] crate::measure::bench::BenchError),
+    #[error(transparent)]
+    Warm(#[from] crate::warm::WarmError),
     #[error("{0}")]
     Usage(String),
     #[error("{model}: daemon jobs take {overhead:.1}% longer than llama.cpp's own decode time (llama_perf), over the --max-overhead {max}%")]
