@@ -41,7 +41,8 @@
 //!
 //! **The measurements**: `measure::eval` (accuracy on labeled alarms),
 //! `measure::speculation` (generation speed with lookup decoding),
-//! `measure::bench` (speed and memory per model configuration).
+//! `measure::tiers` (what the prompt cache's tiers and `warm` save an
+//! alarm), `measure::bench` (speed and memory per model configuration).
 
 pub mod alarm;
 pub mod cli;
