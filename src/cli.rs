@@ -152,7 +152,7 @@ pub struct EvalArgs {
     pub json: bool,
     /// Also write each case's published diagnosis to FILE, one JSON line
     /// per case ({"case": ..., "diagnosis": ...}), to compare two runs
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["retrieval", "prompts", "interleaved", "speculation", "answer"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["retrieval", "prompts", "interleaved", "speculation", "answer", "tiers"])]
     pub diagnoses: Option<PathBuf>,
     /// Use this model instead of the config's llm.model
     #[arg(long)]
@@ -166,6 +166,17 @@ pub struct EvalArgs {
     /// same alarms repeated with a new reading after 11 others
     #[arg(long, value_name = "N", value_parser = usize_in(1, 1000), conflicts_with_all = ["retrieval", "prompts"])]
     pub interleaved: Option<usize>,
+    /// Prompt cache tiers instead of accuracy, side by side in one run, for
+    /// the first N cases with a manual section (one per fault): cold (only
+    /// the static prefix cached), the same alarm with a new reading after a
+    /// restart and 20 other alarms (served by the disk tier), and the
+    /// fault's first alarm under a plant code after `tidewatch warm` of
+    /// their codes. Uncached prompt, fed and chosen tokens, TTFT and the A72
+    /// projection per tier, against issue N's targets. Runs in temporary
+    /// state dirs, never the config's state_dir; needs
+    /// llm.prompt_cache_disk_mib > 0
+    #[arg(long, value_name = "N", value_parser = usize_in(1, 100), conflicts_with_all = ["retrieval", "prompts", "interleaved", "speculation", "answer"])]
+    pub tiers: Option<usize>,
     /// Answer modes side by side in one run, each case through each mode
     /// in turn: model-chosen and fed tokens, generation time, TTFT,
     /// latency, cause keywords, grounding and validity per mode, and the

@@ -14,12 +14,14 @@
 //! retrieval if the model fails). `grounding` drops what of the model's
 //! answer is not text or not supported by the passages, and answers from the
 //! passages when nothing is left. `load` loads the index, the model and the
-//! slots for everyone who runs the pipeline; `durable` replaces files so a
-//! power cut leaves the old or the new one whole. `config` is read once at
-//! start; `logging` picks journald or stderr; `crash` turns a panic anywhere
-//! in the daemon into a logged abort, so systemd restarts it rather than
-//! leave it half alive. `cli` is the command line's shape; `render` turns
-//! published diagnoses into text for people (`tidewatch show`).
+//! slots for everyone who runs the pipeline; `warm` computes the manuals'
+//! passage blocks into the disk tier before their first alarm; `durable`
+//! replaces files so a power cut leaves the old or the new one whole.
+//! `config` is read once at start; `logging` picks journald or stderr;
+//! `crash` turns a panic anywhere in the daemon into a logged abort, so
+//! systemd restarts it rather than leave it half alive. `cli` is the
+//! command line's shape; `render` turns published diagnoses into text for
+//! people (`tidewatch show`).
 //!
 //! **The daemon**, how an alarm flows through it:
 //! 1. `daemon::mqtt` polls the broker and hands each publish on
@@ -39,7 +41,8 @@
 //!
 //! **The measurements**: `measure::eval` (accuracy on labeled alarms),
 //! `measure::speculation` (generation speed with lookup decoding),
-//! `measure::bench` (speed and memory per model configuration).
+//! `measure::tiers` (what the prompt cache's tiers and `warm` save an
+//! alarm), `measure::bench` (speed and memory per model configuration).
 
 pub mod alarm;
 pub mod cli;
@@ -60,6 +63,7 @@ pub(crate) mod pipeline;
 pub mod prompt;
 pub(crate) mod render;
 pub mod retrieval;
+pub(crate) mod warm;
 pub(crate) mod watchdog;
 
 #[cfg(test)]

@@ -39,6 +39,14 @@ pub type Loaded = (Arc<Index>, Arc<Model>, Vec<Slot>, Arc<Counters>);
 /// from (or saved to) `state_dir/kv`; `eval` goes without, to measure a cold
 /// start.
 pub async fn model_and_index(cfg: &Config, warm: bool) -> Result<Loaded, LoadError> {
+    let (index, model) = index_and_model(cfg).await?;
+    let counters = Arc::new(Counters::default());
+    let slots = start_slots(cfg, &model, &counters, warm).await?;
+    Ok((index, model, slots, counters))
+}
+
+/// Loads the index and the model, no slot yet.
+pub async fn index_and_model(cfg: &Config) -> Result<(Arc<Index>, Arc<Model>), LoadError> {
     let index = Arc::new(Index::open(&cfg.knowledge.index)?);
     let model_path = cfg.llm.model.clone();
     let llm_cfg = cfg.llm.clone();
@@ -52,8 +60,17 @@ pub async fn model_and_index(cfg: &Config, warm: bool) -> Result<Loaded, LoadErr
     if vocab > 0 {
         tracing::debug!(count = vocab, "model vocabulary: llama.cpp warned about {vocab} tokens that look like control tokens (the model file's own metadata, not a tidewatch problem)");
     }
-    let model = Arc::new(model);
-    let counters = Arc::new(Counters::default());
+    Ok((index, Arc::new(model)))
+}
+
+/// Starts `llm.slots` slots of a loaded model, as `model_and_index` does: a
+/// restart of the slots without loading the model again (`eval --tiers`).
+pub async fn start_slots(
+    cfg: &Config,
+    model: &Model,
+    counters: &Counters,
+    warm: bool,
+) -> Result<Vec<Slot>, LoadError> {
     let settings = SlotSettings {
         ctx: cfg.llm.ctx,
         batch: cfg.llm.batch,
@@ -72,7 +89,8 @@ pub async fn model_and_index(cfg: &Config, warm: bool) -> Result<Loaded, LoadErr
         prompt_cache_bytes: (cfg.llm.prompt_cache_mib as usize) * (1 << 20)
             / cfg.llm.slots.max(1) as usize,
         // The disk tier serves the daemon across restarts; a measurement
-        // starts from what it asks for (`eval` turns it on itself).
+        // starts from what it asks for (`eval --tiers` asks for it, in
+        // state dirs of its own).
         prompt_disk: (warm && cfg.llm.prompt_cache_disk_mib > 0).then(|| crate::llm::DiskSpec {
             dir: cfg.state_dir.join("kv").join("prompts"),
             limit: u64::from(cfg.llm.prompt_cache_disk_mib) << 20,
@@ -103,7 +121,7 @@ pub async fn model_and_index(cfg: &Config, warm: bool) -> Result<Loaded, LoadErr
             }
         }
     }
-    Ok((index, model, slots, counters))
+    Ok(slots)
 }
 
 /// `model_and_index`, assembled into a pipeline: what the one-shot commands

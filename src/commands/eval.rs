@@ -1,5 +1,6 @@
 //! `tidewatch eval`: accuracy on labeled alarms (retrieval only, or the
-//! whole pipeline), prompt sizes, and the generation-speed comparisons.
+//! whole pipeline), prompt sizes, the generation-speed comparisons and the
+//! prompt cache's tiers.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -71,6 +72,8 @@ struct EvalRun<'a> {
     pub prompts: bool,
     pub speculation: bool,
     pub interleaved: Option<usize>,
+    /// `--tiers N`: the prompt cache's tiers on N cases.
+    pub tiers: Option<usize>,
     /// Answer modes to compare side by side (`--answer`).
     pub answers: Vec<crate::measure::eval::AnswerMode>,
     pub summary_tokens: Option<u32>,
@@ -88,6 +91,7 @@ async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandError
         prompts,
         speculation,
         interleaved,
+        tiers,
         answers,
         summary_tokens,
         diagnoses,
@@ -100,6 +104,19 @@ async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandError
     if let Some(n) = summary_tokens {
         cfg.llm.summary_tokens = n;
     }
+    let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    if let Some(n) = tiers {
+        // Its own slots, restarted between the tiers, in its own state dirs.
+        let (index, model) = crate::load::index_and_model(&cfg).await?;
+        let r = crate::measure::tiers::run_tiers(&cfg, index, model, &cs, n, progress).await?;
+        let mut out = std::io::stdout().lock();
+        if json {
+            print_json(&mut out, &r)?;
+        } else {
+            write!(out, "{}", crate::measure::tiers::table(&r))?;
+        }
+        return Ok(());
+    }
     let (pipeline, mut slots) = crate::load::pipeline(cfg, false).await?;
     if prompts {
         let r = crate::measure::eval::run_prompts(&pipeline, &cs);
@@ -110,7 +127,6 @@ async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandError
     } else {
         crate::llm::Style::Schema
     };
-    let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
     if speculation {
         let lookup = pipeline
             .cfg
@@ -187,6 +203,12 @@ pub fn run(a: EvalArgs) -> Result<(), CommandError> {
         ));
     };
     let cfg = crate::config::load(&config)?;
+    if a.tiers.is_some() && cfg.llm.prompt_cache_disk_mib == 0 {
+        return Err(CommandError::Usage(format!(
+            "{}: llm.prompt_cache_disk_mib is 0, so eval --tiers has no disk tier to measure",
+            config.display()
+        )));
+    }
     crate::logging::init("warn");
     let cases = super::cases_file(a.cases, Some(&cfg.knowledge.index))?;
     let run = EvalRun {
@@ -198,6 +220,7 @@ pub fn run(a: EvalArgs) -> Result<(), CommandError> {
         prompts: a.prompts,
         speculation: a.speculation,
         interleaved: a.interleaved,
+        tiers: a.tiers,
         answers: crate::measure::eval::AnswerMode::list(&a.answer, &a.summary),
         summary_tokens: a.summary_tokens,
         diagnoses: a.diagnoses,

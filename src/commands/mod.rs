@@ -28,6 +28,10 @@ pub enum CommandError {
     Eval(#[from] crate::measure::eval::EvalError),
     #[error(transparent)]
     Bench(#[from] crate::measure::bench::BenchError),
+    #[error(transparent)]
+    Warm(#[from] crate::warm::WarmError),
+    #[error(transparent)]
+    Tiers(#[from] crate::measure::tiers::TiersError),
     #[error("{0}")]
     Usage(String),
     #[error("{model}: daemon jobs take {overhead:.1}% longer than llama.cpp's own decode time (llama_perf), over the --max-overhead {max}%")]
@@ -64,6 +68,7 @@ impl CommandError {
         match self {
             CommandError::Config(_) | CommandError::Index(_) => true,
             CommandError::Load(e) => e.is_config(),
+            CommandError::Tiers(crate::measure::tiers::TiersError::Load(e)) => e.is_config(),
             _ => false,
         }
     }

@@ -8,82 +8,20 @@ use std::io::Write;
 use std::time::Instant;
 
 use super::CommandError;
-use crate::alarm::{Alarm, Severity};
 use crate::config::Config;
-use crate::llm::{BlockWarm, Style};
-
-/// The alarm a manual's own causes section describes: its code, the
-/// equipment class of its manual, and the section's own alarm sentence as
-/// the message (in the manual's language).
-fn manual_alarm(hit: &crate::retrieval::Hit, class: Option<String>, n: usize) -> Option<Alarm> {
-    let code = hit.section.split_whitespace().next()?.to_string();
-    let message = crate::coverage::own_alarm(hit).unwrap_or(&hit.section);
-    Some(Alarm {
-        id: format!("warm-{n}"),
-        ts: crate::diagnosis::now_rfc3339(),
-        equipment: "WARM".into(),
-        code,
-        severity: Severity::Major,
-        kind: class,
-        value: None,
-        unit: None,
-        threshold: None,
-        message: Some(message.to_string()),
-    })
-}
-
-/// What one run did, for its last line.
-#[derive(Debug, Default)]
-struct Tally {
-    computed: usize,
-    existed: usize,
-    failed: usize,
-    bytes: u64,
-    tokens: usize,
-    /// The disk tier's bound was reached at this alarm.
-    full_at: Option<usize>,
-}
 
 async fn warm(cfg: Config, codes: &[String]) -> Result<(), CommandError> {
     let t0 = Instant::now();
     let (pipeline, slots) = crate::load::pipeline(cfg, true).await?;
-    let index = pipeline.index.current();
-    let alarms: Vec<Alarm> = index
-        .causes_sections()
-        .into_iter()
-        .enumerate()
-        .filter_map(|(n, (hit, class))| manual_alarm(&hit, class, n))
-        .filter(|a| codes.is_empty() || codes.iter().any(|c| c.eq_ignore_ascii_case(&a.code)))
-        .collect();
+    let alarms = crate::warm::manual_alarms(&pipeline.index.current(), codes);
     if alarms.is_empty() {
         return Err(CommandError::Usage(format!(
             "no alarm code of the manuals is among --codes {}",
             codes.join(",")
         )));
     }
-    let mut t = Tally::default();
     let mut err = std::io::stderr().lock();
-    for (i, a) in alarms.iter().enumerate() {
-        let (hits, _) = pipeline.retrieve(a);
-        let prepared = pipeline.prepare(a, hits, false, Style::Schema);
-        match slots[0].warm_block(prepared.request.prompt).await {
-            Ok(BlockWarm::Saved { tokens, bytes }) => {
-                t.computed += 1;
-                t.tokens += tokens;
-                t.bytes += bytes as u64;
-            }
-            Ok(BlockWarm::Exists) => t.existed += 1,
-            Ok(BlockWarm::Full) => {
-                t.full_at = Some(i);
-                break;
-            }
-            Ok(BlockWarm::NoDisk) => {
-                return Err(CommandError::Usage(
-                    "llm.prompt_cache_disk_mib is 0: there is no disk tier to warm".into(),
-                ))
-            }
-            Ok(BlockWarm::NotSaved | BlockWarm::NoBlock) | Err(_) => t.failed += 1,
-        }
+    let t = crate::warm::warm_blocks(&pipeline, &slots[0], &alarms, |i, a, t| {
         let _ = write!(
             err,
             "\rwarm {}/{} {:<24} computed {} already there {} failed {}",
@@ -94,7 +32,8 @@ async fn warm(cfg: Config, codes: &[String]) -> Result<(), CommandError> {
             t.existed,
             t.failed
         );
-    }
+    })
+    .await?;
     let _ = writeln!(err);
     if let Some(i) = t.full_at {
         let per_block = t.bytes / t.computed.max(1) as u64;

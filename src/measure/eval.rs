@@ -987,6 +987,13 @@ pub struct AnswersReport {
 pub const A72_PROMPT_TPS: f64 = 10.0;
 pub const A72_GEN_TPS: f64 = 4.0;
 
+/// Seconds one alarm takes on the A72 at those rates: the prompt tokens it
+/// reads and the answer tokens fed in batches at the prompt rate, the
+/// tokens the model chooses at the generation rate.
+pub fn a72_projected_s(read: f64, fed: f64, chosen: f64) -> f64 {
+    (read + fed) / A72_PROMPT_TPS + chosen / A72_GEN_TPS
+}
+
 #[derive(Default)]
 struct ModeSamples {
     chosen: Vec<f64>,
@@ -1058,10 +1065,11 @@ pub async fn run_answers(
                 if seen_is_json(&out.seen) {
                     s.seen_valid += 1;
                 }
-                s.a72.push(
-                    (read + f64::from(out.fed_tokens)) / A72_PROMPT_TPS
-                        + f64::from(out.generated_tokens) / A72_GEN_TPS,
-                );
+                s.a72.push(a72_projected_s(
+                    read,
+                    f64::from(out.fed_tokens),
+                    f64::from(out.generated_tokens),
+                ));
             }
             let d = &tr.diagnosis;
             if d.mode == crate::diagnosis::Mode::Full {

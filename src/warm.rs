@@ -1,0 +1,98 @@
+//! The manuals' passage blocks computed before their first alarm: each
+//! alarm code of the manuals, in each language, raised as its own causes
+//! section words it, through retrieval and the prompt exactly as the daemon
+//! would, and its passage block's state kept in the disk tier. One code
+//! path for `tidewatch warm` and for the warm tier of `eval --tiers`, so
+//! what the eval measures is what the command leaves on disk.
+//!
+//! Owns which alarms stand for the manuals and the loop over them; the slot
+//! reads and saves (`Slot::warm_block`). Never evicts a state to make room,
+//! and never prints: the caller reports progress.
+
+use crate::alarm::{Alarm, Severity};
+use crate::llm::{BlockWarm, Slot, Style};
+use crate::pipeline::Pipeline;
+use crate::retrieval::Index;
+
+/// Why nothing can be warmed.
+#[derive(Debug, thiserror::Error)]
+pub enum WarmError {
+    #[error("llm.prompt_cache_disk_mib is 0: there is no disk tier to warm")]
+    NoDisk,
+}
+
+/// The alarm a manual's own causes section describes: its code, the
+/// equipment class of its manual, and the section's own alarm sentence as
+/// the message (in the manual's language).
+fn manual_alarm(hit: &crate::retrieval::Hit, class: Option<String>, n: usize) -> Option<Alarm> {
+    let code = hit.section.split_whitespace().next()?.to_string();
+    let message = crate::coverage::own_alarm(hit).unwrap_or(&hit.section);
+    Some(Alarm {
+        id: format!("warm-{n}"),
+        ts: crate::diagnosis::now_rfc3339(),
+        equipment: "WARM".into(),
+        code,
+        severity: Severity::Major,
+        kind: class,
+        value: None,
+        unit: None,
+        threshold: None,
+        message: Some(message.to_string()),
+    })
+}
+
+/// One alarm per causes section of the manuals (each code in each of its
+/// languages), only `codes` when any are given (ASCII case ignored).
+pub fn manual_alarms(index: &Index, codes: &[String]) -> Vec<Alarm> {
+    index
+        .causes_sections()
+        .into_iter()
+        .enumerate()
+        .filter_map(|(n, (hit, class))| manual_alarm(&hit, class, n))
+        .filter(|a| codes.is_empty() || codes.iter().any(|c| c.eq_ignore_ascii_case(&a.code)))
+        .collect()
+}
+
+/// What one run did.
+#[derive(Debug, Default, Clone)]
+pub struct Tally {
+    pub computed: usize,
+    pub existed: usize,
+    pub failed: usize,
+    pub bytes: u64,
+    pub tokens: usize,
+    /// The disk tier's bound was reached at this alarm (and the run stopped).
+    pub full_at: Option<usize>,
+}
+
+/// Computes the passage block of each alarm into the disk tier on `slot`,
+/// skipping what is there, until the tier's bound. `progress` is called
+/// after each alarm with its position and the tally so far.
+pub async fn warm_blocks(
+    pipeline: &Pipeline,
+    slot: &Slot,
+    alarms: &[Alarm],
+    mut progress: impl FnMut(usize, &Alarm, &Tally),
+) -> Result<Tally, WarmError> {
+    let mut t = Tally::default();
+    for (i, a) in alarms.iter().enumerate() {
+        let (hits, _) = pipeline.retrieve(a);
+        let prepared = pipeline.prepare(a, hits, false, Style::Schema);
+        match slot.warm_block(prepared.request.prompt).await {
+            Ok(BlockWarm::Saved { tokens, bytes }) => {
+                t.computed += 1;
+                t.tokens += tokens;
+                t.bytes += bytes as u64;
+            }
+            Ok(BlockWarm::Exists) => t.existed += 1,
+            Ok(BlockWarm::Full) => {
+                t.full_at = Some(i);
+                break;
+            }
+            Ok(BlockWarm::NoDisk) => return Err(WarmError::NoDisk),
+            Ok(BlockWarm::NotSaved | BlockWarm::NoBlock) | Err(_) => t.failed += 1,
+        }
+        progress(i, a, &t);
+    }
+    Ok(t)
+}
