@@ -153,6 +153,17 @@ impl Prompt {
     pub fn block_len(&self) -> Option<usize> {
         self.data().rfind(ALARM_OPEN).filter(|&n| n > 0)
     }
+    /// Bytes of `data` up to where the alarm's reading starts (its `value`
+    /// line), or all of it when it has none: what the same alarm raised
+    /// again with a new reading shares. None when there is no alarm block.
+    pub fn alarm_len(&self) -> Option<usize> {
+        let block = self.block_len()?;
+        let data = self.data();
+        Some(match data.rfind(VALUE_LINE) {
+            Some(n) if n > block => n + 1,
+            _ => data.len(),
+        })
+    }
     /// The end of the user turn and the opened assistant turn.
     pub fn tail(&self) -> &str {
         &self.text[self.data.end..]
@@ -388,6 +399,9 @@ pub const ANSWER_IN_CHINESE: &str = "请用中文回答。\n";
 /// only the block itself starts a line with it.
 const ALARM_OPEN: &str = "<alarm>\n";
 
+/// Starts the alarm block's last line, its reading (see `Prompt::alarm_len`).
+const VALUE_LINE: &str = "\nvalue: ";
+
 fn alarm_block(a: &Alarm) -> String {
     let mut s = String::from(ALARM_OPEN);
     s.push_str(&format!(
@@ -442,6 +456,33 @@ mod tests {
 
     fn words(s: &str) -> usize {
         s.split_whitespace().count()
+    }
+
+    #[test]
+    fn the_alarm_cut_falls_before_the_reading_or_at_the_end_without_one() {
+        let hits = [hit(1, "1. a cause")];
+        let turn = |a: &Alarm| user_turn(a, &hits, 4000, 5, &|t: &str| words(t)).0;
+        let p = Family::ChatMl.prompt("sys", &turn(&alarm("LO pressure low")));
+        let (block, cut) = (p.block_len().unwrap(), p.alarm_len().unwrap());
+        assert!(block < cut);
+        assert!(p.data()[cut..].starts_with("value: 1.9 bar"));
+        // Raised again with a new reading: everything up to the cut is the same.
+        let again = Alarm {
+            value: Some(2.1),
+            ..alarm("LO pressure low")
+        };
+        let q = Family::ChatMl.prompt("sys", &turn(&again));
+        assert_eq!(q.alarm_len(), Some(cut));
+        assert_eq!(p.data()[..cut], q.data()[..cut]);
+        // No reading: the whole alarm block is what repeats.
+        let none = Alarm {
+            value: None,
+            ..alarm("LO pressure low")
+        };
+        let r = Family::ChatMl.prompt("sys", &turn(&none));
+        assert_eq!(r.alarm_len(), Some(r.data().len()));
+        // No alarm block: no cut.
+        assert_eq!(Family::ChatMl.prompt("sys", "plain").alarm_len(), None);
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! Prompt states on disk: the KV state of a prompt up to the end of its
-//! passage block is saved in `state_dir/kv/prompts` after the answer, so an
-//! alarm that repeats after a restart (same equipment and code, new id and
-//! reading) reads only its own alarm block. A damaged file is removed and
-//! the alarm answered; a disk that cannot be written fails no alarm.
+//! passage block, and up to its alarm's reading, is saved in
+//! `state_dir/kv/prompts` after the answer, so an alarm that repeats after a
+//! restart (same equipment and code, new id and reading) reads only its
+//! reading and the turn's end, and another alarm of the same fault only its
+//! own alarm block. A damaged file is removed and the alarm answered; a disk
+//! that cannot be written fails no alarm.
 //! Real llama.cpp with the test model, through `tidewatch diagnose` (one
 //! process each: every call is a restart).
 
@@ -14,10 +16,15 @@ use common::{
     alarm, assert_full_diagnosis_shape, config, diagnose_cli_logged as diagnose, free_port,
 };
 
-/// What a repeat after a restart may read: its alarm block (about 66 test
-/// model tokens for the alarm below; the passages before it are ~200 more).
-/// The stand-in's figure is measured in the eval, not here.
+/// What another alarm of the same fault may read after a restart: its alarm
+/// block (about 66 test model tokens for the alarm below; the passages
+/// before it are ~200 more). The stand-in's figures are measured in the
+/// eval (`--tiers`), not here.
 const REPEAT_UNCACHED_MAX: u64 = 80;
+
+/// What the same alarm raised again may read after a restart: its reading,
+/// the end of the turn and the answer's opening.
+const SAME_ALARM_UNCACHED_MAX: u64 = 30;
 
 fn block_states(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir.join("state/kv/prompts"))
@@ -34,9 +41,13 @@ fn uncached(d: &serde_json::Value) -> u64 {
 }
 
 fn cooling(id: &str, reading: f64) -> String {
+    cooling_on(id, "ME1", reading)
+}
+
+fn cooling_on(id: &str, equipment: &str, reading: f64) -> String {
     let mut a: serde_json::Value = serde_json::from_str(&alarm(
         id,
-        "ME1",
+        equipment,
         "ME-JCW-TEMP-HI",
         "major",
         "main_engine_cooling",
@@ -49,7 +60,8 @@ fn cooling(id: &str, reading: f64) -> String {
 }
 
 #[test]
-fn a_repeat_after_a_restart_reads_only_its_alarm_block() {
+fn a_repeat_after_a_restart_reads_only_its_reading_and_another_alarm_of_the_fault_its_alarm_block()
+{
     let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), free_port(), "pd", "", "");
@@ -60,13 +72,13 @@ fn a_repeat_after_a_restart_reads_only_its_alarm_block() {
     let saved = block_states(dir.path());
     assert_eq!(
         saved.len(),
-        1,
-        "one passage-block state expected: {saved:?}"
+        2,
+        "two states expected, the passage block and the alarm up to its reading: {saved:?}"
     );
-    {
+    for f in &saved {
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(&saved[0]).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600, "{:?} is {mode:o}", saved[0]);
+        let mode = std::fs::metadata(f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{f:?} is {mode:o}");
     }
 
     // A new process (a restart), the same fault with a new id and reading.
@@ -75,10 +87,20 @@ fn a_repeat_after_a_restart_reads_only_its_alarm_block() {
     assert_eq!(d2["alarm_id"], "pd-2");
     let repeat = uncached(&d2);
     assert!(
-        repeat <= REPEAT_UNCACHED_MAX,
-        "the repeat read {repeat} prompt tokens (first time {first}), at most {REPEAT_UNCACHED_MAX} expected: {d2}"
+        repeat <= SAME_ALARM_UNCACHED_MAX,
+        "the repeat read {repeat} prompt tokens (first time {first}), at most {SAME_ALARM_UNCACHED_MAX} expected: {d2}"
     );
-    assert!(first > repeat * 3, "first {first}, repeat {repeat}");
+    assert!(first > repeat * 6, "first {first}, repeat {repeat}");
+
+    // Another restart, the same fault on other equipment: the passage
+    // block's state serves it, and it reads its own alarm block.
+    let (d4, _) = diagnose(dir.path(), &cfg, &cooling_on("pd-4", "ME2", 94.0));
+    assert_full_diagnosis_shape(&d4);
+    let other = uncached(&d4);
+    assert!(
+        other <= REPEAT_UNCACHED_MAX && other > repeat,
+        "the fault on other equipment read {other} prompt tokens (the repeat {repeat}, first time {first}): {d4}"
+    );
 
     // The same repeat without the disk tier reads the passages again: what
     // the tier saves, measured in one run.
@@ -100,12 +122,17 @@ fn a_damaged_block_state_is_removed_and_the_alarm_still_answered() {
     let cfg = config(dir.path(), free_port(), "pd", "", "");
     let (d1, _) = diagnose(dir.path(), &cfg, &cooling("pd-1", 93.5));
     let saved = block_states(dir.path());
-    assert_eq!(saved.len(), 1, "{saved:?}");
-    let size = std::fs::metadata(&saved[0]).unwrap().len();
-    let mut bytes = std::fs::read(&saved[0]).unwrap();
-    let at = bytes.len() - 100;
-    bytes[at] ^= 0x55;
-    std::fs::write(&saved[0], bytes).unwrap();
+    assert_eq!(saved.len(), 2, "{saved:?}");
+    let sizes: Vec<u64> = saved
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().len())
+        .collect();
+    for f in &saved {
+        let mut bytes = std::fs::read(f).unwrap();
+        let at = bytes.len() - 100;
+        bytes[at] ^= 0x55;
+        std::fs::write(f, bytes).unwrap();
+    }
 
     let (d2, log) = diagnose(dir.path(), &cfg, &cooling("pd-2", 95.1));
     assert_full_diagnosis_shape(&d2);
@@ -119,9 +146,11 @@ fn a_damaged_block_state_is_removed_and_the_alarm_still_answered() {
     );
     // Computed again after the answer, whole.
     assert_eq!(block_states(dir.path()), saved);
-    assert_eq!(std::fs::metadata(&saved[0]).unwrap().len(), size);
+    for (f, size) in saved.iter().zip(&sizes) {
+        assert_eq!(std::fs::metadata(f).unwrap().len(), *size);
+    }
     let (d3, _) = diagnose(dir.path(), &cfg, &cooling("pd-3", 96.0));
-    assert!(uncached(&d3) <= REPEAT_UNCACHED_MAX, "{d3}");
+    assert!(uncached(&d3) <= SAME_ALARM_UNCACHED_MAX, "{d3}");
 }
 
 #[test]

@@ -22,7 +22,7 @@ use super::lookup::Lookup;
 use super::pick;
 use super::speculate;
 use super::tally::Tally;
-use super::tokens::PromptTokens;
+use super::tokens::{Cuts, PromptTokens};
 use super::value::Value;
 use crate::watchdog::is_looping;
 
@@ -31,8 +31,8 @@ use crate::watchdog::is_looping;
 pub(super) struct Answer {
     start: usize,
     prompt_len: usize,
-    /// Where the prompt's passage block ends: the prefix the disk tier keeps.
-    block: Option<usize>,
+    /// Where the prompt may be cut for the disk tier.
+    cuts: Cuts,
     pub(super) idx: i32,
 }
 
@@ -88,17 +88,17 @@ pub(super) fn open_answer(
 ) -> Result<Answer, LlmError> {
     let PromptTokens {
         tokens: mut prompt,
-        block,
+        cuts,
     } = prompt;
     let start = prompt.len();
     prompt.extend(kv.tokenize(open, false));
-    let (idx, reused) = kv.prefill(&prompt, block)?;
+    let (idx, reused) = kv.prefill(&prompt, cuts)?;
     out.reused_tokens = reused as u32;
     out.prompt_ms = t0.elapsed().as_secs_f64() * 1e3;
     Ok(Answer {
         start,
         prompt_len: prompt.len(),
-        block,
+        cuts,
         idx,
     })
 }
@@ -119,7 +119,7 @@ pub(super) fn close_answer(
     out.raw = render_raw(&draft);
     out.draft = draft;
     // Saved once the answer is out (`save_unsaved`), not before.
-    kv.mark_unsaved(answer.prompt_len, answer.block);
+    kv.mark_unsaved(answer.prompt_len, answer.cuts);
 }
 
 /// Samples one JSON string value (its closing quote included) starting

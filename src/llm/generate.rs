@@ -23,7 +23,7 @@ pub(super) fn generate(kv: &mut Kv<'_>, req: &GenRequest) -> Result<GenOutput, L
     kv.start_timings();
     let t0 = Instant::now();
     let prompt = tokens::prompt_tokens_block(kv.model(), &req.prompt);
-    let (n_prompt, block) = (prompt.tokens.len(), prompt.block);
+    let (n_prompt, cuts) = (prompt.tokens.len(), prompt.cuts);
     let mut out = GenOutput {
         prompt_tokens: prompt.tokens.len() as u32,
         ..Default::default()
@@ -42,7 +42,7 @@ pub(super) fn generate(kv: &mut Kv<'_>, req: &GenRequest) -> Result<GenOutput, L
         // after the alarm that pre-empted it, and reads only the rest.
         Err(LlmError::Preempted) => {
             let read = kv.len().min(n_prompt);
-            kv.mark_unsaved(read, block.filter(|&b| b <= read));
+            kv.mark_unsaved(read, cuts.read(read));
         }
         // A cancelled or failed decode leaves the cache in an unknown state.
         Err(_) => kv.clear(),
@@ -65,7 +65,7 @@ fn generate_full(
     out: &mut GenOutput,
     t0: Instant,
 ) -> Result<(), LlmError> {
-    let (mut idx, reused) = kv.prefill(&prompt.tokens, prompt.block)?;
+    let (mut idx, reused) = kv.prefill(&prompt.tokens, prompt.cuts)?;
     out.reused_tokens = reused as u32;
     out.prompt_ms = t0.elapsed().as_secs_f64() * 1e3;
     let grammar = grammar::full_gbnf(req.n_passages);

@@ -23,7 +23,7 @@ use super::job::SlotSettings;
 use super::lookup;
 use super::prefix::{self, StateShape};
 use super::prompt_cache::{PromptCache, Restore};
-use super::tokens::PromptTokens;
+use super::tokens::{Cuts, PromptTokens};
 use crate::watchdog::Progress;
 
 /// A slot's context and its KV bookkeeping.
@@ -51,7 +51,7 @@ pub(super) struct Kv<'m> {
     verify_ms: Option<Vec<f64>>,
     /// The last answer's prompt, whose state is still to be saved
     /// (`save_unsaved`): its length, and where its passage block ends.
-    unsaved: Option<(usize, Option<usize>)>,
+    unsaved: Option<(usize, Cuts)>,
 }
 
 impl<'m> Kv<'m> {
@@ -336,17 +336,17 @@ impl<'m> Kv<'m> {
     }
 
     /// Brings the cache to `prompt`, reusing the longest common prefix of
-    /// what it holds or of a saved state (`block` is where the prompt's
-    /// passage block ends, the prefix the disk tier keeps), and returns the
+    /// what it holds or of a saved state (`cuts`: where the prompt may be cut
+    /// for the disk tier), and returns the
     /// logits index plus how many tokens were reused. A prompt read only in
     /// part (pre-empted, cancelled) keeps what was read in the cache.
     pub(super) fn prefill(
         &mut self,
         prompt: &[LlamaToken],
-        block: Option<usize>,
+        cuts: Cuts,
     ) -> Result<(i32, usize), LlmError> {
         self.save_unsaved();
-        self.resume_saved(prompt, block);
+        self.resume_saved(prompt, cuts);
         let mut lcp = lookup::common_prefix(&self.tokens, prompt);
         // At least one token must be decoded to get fresh logits.
         if lcp == prompt.len() {
@@ -369,12 +369,12 @@ impl<'m> Kv<'m> {
 
     /// Restores the saved prompt state sharing the most with `prompt`, when
     /// it shares clearly more than the cache holds now.
-    fn resume_saved(&mut self, prompt: &[LlamaToken], block: Option<usize>) {
+    fn resume_saved(&mut self, prompt: &[LlamaToken], cuts: Cuts) {
         let current = lookup::common_prefix(&self.tokens, prompt);
         // From the lookup on: a disk state is mapped and checksummed there,
         // which is most of its cost from a cold page cache.
         let t0 = std::time::Instant::now();
-        let Some(found) = self.prompts.best(prompt, block, current) else {
+        let Some(found) = self.prompts.best(prompt, cuts, current) else {
             return;
         };
         let ok = match &found {
@@ -446,10 +446,10 @@ impl<'m> Kv<'m> {
         Ok(Some(state))
     }
 
-    /// Marks the prompt of the answer just written (`prompt_len` tokens, its
-    /// passage block ending at `block`) to be saved once the answer is out.
-    pub(super) fn mark_unsaved(&mut self, prompt_len: usize, block: Option<usize>) {
-        self.unsaved = Some((prompt_len, block));
+    /// Marks the prompt of the answer just written (`prompt_len` tokens, cut
+    /// for the disk tier at `cuts`) to be saved once the answer is out.
+    pub(super) fn mark_unsaved(&mut self, prompt_len: usize, cuts: Cuts) {
+        self.unsaved = Some((prompt_len, cuts));
     }
 
     /// Saves the state of the last answer's prompt (`unsaved`), if any. The
@@ -458,16 +458,17 @@ impl<'m> Kv<'m> {
     /// which an alarm's answer need not wait for. A job that comes first
     /// saves it before it starts.
     pub(super) fn save_unsaved(&mut self) {
-        if let Some((n, block)) = self.unsaved.take() {
-            self.save_prompt(n, block);
+        if let Some((n, cuts)) = self.unsaved.take() {
+            self.save_prompt(n, cuts);
         }
     }
 
     /// Keeps this job's prompt state for later alarms that share it: the
-    /// whole prompt in RAM, and the prompt up to its passage block on disk
-    /// (what alarms of the same fault share across restarts). The generated
-    /// tokens are dropped first: no later prompt contains them.
-    fn save_prompt(&mut self, prompt_len: usize, block: Option<usize>) {
+    /// whole prompt in RAM, and on disk (across restarts) the prompt up to
+    /// the alarm's reading (what the same alarm raised again shares) and up
+    /// to its passage block (what alarms of the same sections share). The
+    /// generated tokens are dropped first: no later prompt contains them.
+    fn save_prompt(&mut self, prompt_len: usize, cuts: Cuts) {
         if prompt_len == 0 || self.truncate(prompt_len).is_err() || self.tokens.len() != prompt_len
         {
             return;
@@ -477,18 +478,17 @@ impl<'m> Kv<'m> {
                 self.prompts.insert_ram(self.tokens.clone(), state);
             }
         }
-        let Some(block) = block.filter(|&b| b > 0 && b <= prompt_len) else {
-            return;
-        };
-        if !self.prompts.disk_wants(&self.tokens[..block]) {
-            return;
+        // Longest first: each is the cache cut back to it, and the next job
+        // reads what follows the cut it restores either way.
+        for cut in cuts.within(prompt_len) {
+            if !self.prompts.disk_wants(&self.tokens[..cut]) {
+                continue;
+            }
+            if self.truncate(cut).is_err() {
+                return;
+            }
+            self.save_block();
         }
-        // The disk keeps the passage block, not the alarm after it: cut the
-        // cache back to it. The next job reads the alarm again either way.
-        if self.truncate(block).is_err() {
-            return;
-        }
-        self.save_block();
     }
 
     /// Writes the cache's state (a passage block) to the disk tier; the
@@ -507,7 +507,7 @@ impl<'m> Kv<'m> {
     /// `tidewatch warm`: reads a prompt's passage block and saves its state
     /// to the disk tier, unless the tier has it already.
     pub(super) fn warm_block(&mut self, prompt: &PromptTokens) -> Result<BlockWarm, LlmError> {
-        let Some(block) = prompt.block.filter(|&b| b > 0) else {
+        let Some(block) = prompt.cuts.block.filter(|&b| b > 0) else {
             return Ok(BlockWarm::NoBlock);
         };
         let tokens = &prompt.tokens[..block];
@@ -518,7 +518,13 @@ impl<'m> Kv<'m> {
             return Ok(BlockWarm::Exists);
         }
         self.save_unsaved();
-        self.prefill(tokens, Some(block))?;
+        self.prefill(
+            tokens,
+            Cuts {
+                block: Some(block),
+                alarm: None,
+            },
+        )?;
         let state = match self.read_state(usize::MAX) {
             Ok(Some(state)) => state,
             Ok(None) => return Ok(BlockWarm::NotSaved),

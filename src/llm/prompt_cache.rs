@@ -21,6 +21,7 @@ use llama_cpp_2::token::LlamaToken;
 
 use super::lookup;
 use super::prefix::{self, StateKey};
+use super::tokens::Cuts;
 
 /// Restoring a saved state copies megabytes; a gain of a few tokens is read
 /// faster than that.
@@ -144,21 +145,22 @@ impl PromptCache {
 
     /// The saved state sharing the most with `prompt`, when it shares
     /// clearly more than the `current` tokens the cache holds of it. The disk
-    /// tier is asked for the prompt's first `block` tokens (its passage
-    /// block), the one prefix it keeps.
+    /// tier is asked for the prompt up to each of its `cuts` (the alarm's
+    /// reading, the passage block), longest first: the prefixes it keeps.
     pub(super) fn best(
         &mut self,
         prompt: &[LlamaToken],
-        block: Option<usize>,
+        cuts: Cuts,
         current: usize,
     ) -> Option<Restore> {
         let saved: Vec<&[LlamaToken]> = self.saved.iter().map(|s| s.tokens.as_slice()).collect();
         let ram = lookup::best_saved(prompt, &saved, current, MIN_RESTORE_GAIN);
         let floor = ram.map_or(current + MIN_RESTORE_GAIN, |(_, n)| n + 1);
-        let disk = match (block, self.disk.as_mut()) {
-            (Some(b), Some(d)) if b >= floor && b <= prompt.len() => d.open(&prompt[..b]),
-            _ => None,
-        };
+        let disk = self.disk.as_mut().and_then(|d| {
+            cuts.within(prompt.len())
+                .filter(|&c| c >= floor)
+                .find_map(|c| d.open(&prompt[..c]))
+        });
         match (disk, ram) {
             (Some(f), _) => Some(Restore::Disk(f)),
             (None, Some((i, _))) => Some(Restore::Ram(i)),
@@ -391,6 +393,13 @@ mod tests {
     use super::*;
     use crate::llm::prefix::StateShape;
 
+    fn at_block(n: usize) -> Cuts {
+        Cuts {
+            block: Some(n),
+            alarm: None,
+        }
+    }
+
     fn toks(v: &[i32]) -> Vec<LlamaToken> {
         v.iter().map(|&t| LlamaToken(t)).collect()
     }
@@ -406,7 +415,7 @@ mod tests {
     };
 
     fn ram_best(c: &mut PromptCache, p: &[LlamaToken], current: usize) -> Option<usize> {
-        match c.best(p, None, current) {
+        match c.best(p, Cuts::default(), current) {
             Some(Restore::Ram(i)) => Some(i),
             _ => None,
         }
@@ -466,7 +475,7 @@ mod tests {
         let mut c = with_disk(d.path(), 1 << 20);
         let mut alarm = block.clone();
         alarm.extend(prompt(5000, 30));
-        match c.best(&alarm, Some(100), 10) {
+        match c.best(&alarm, at_block(100), 10) {
             Some(Restore::Disk(f)) => {
                 assert_eq!(f.tokens(), &block[..]);
                 assert_eq!(f.state(), Some(&b"the llama state"[..]));
@@ -476,8 +485,37 @@ mod tests {
         // Not for a prompt whose block differs, nor when the cache holds it.
         let mut other = prompt(0, 99);
         other.extend(prompt(7000, 31));
-        assert!(c.best(&other, Some(100), 0).is_none());
-        assert!(c.best(&alarm, Some(100), 90).is_none());
+        assert!(c.best(&other, at_block(100), 0).is_none());
+        assert!(c.best(&alarm, at_block(100), 90).is_none());
+    }
+
+    #[test]
+    fn the_same_alarm_again_restores_its_own_state_before_its_blocks() {
+        let d = tempfile::tempdir().unwrap();
+        let block = prompt(0, 100);
+        let mut upto_reading = block.clone();
+        upto_reading.extend(prompt(5000, 40));
+        let mut c = with_disk(d.path(), 1 << 20);
+        c.insert_disk(&block, b"block", 0);
+        c.insert_disk(&upto_reading, b"alarm", 0);
+        let cuts = Cuts {
+            block: Some(100),
+            alarm: Some(140),
+        };
+        // Raised again: a new reading after the cut.
+        let mut again = upto_reading.clone();
+        again.extend(prompt(9000, 12));
+        match c.best(&again, cuts, 0) {
+            Some(Restore::Disk(f)) => assert_eq!(f.state(), Some(&b"alarm"[..])),
+            _ => panic!("the alarm's own state was not found"),
+        }
+        // Another alarm of the same sections: the block.
+        let mut other = block.clone();
+        other.extend(prompt(7000, 52));
+        match c.best(&other, cuts, 0) {
+            Some(Restore::Disk(f)) => assert_eq!(f.state(), Some(&b"block"[..])),
+            _ => panic!("the block's state was not found"),
+        }
     }
 
     #[test]
@@ -491,7 +529,7 @@ mod tests {
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
         std::fs::write(&path, bytes).unwrap();
-        assert!(c.best(&block, Some(100), 0).is_none());
+        assert!(c.best(&block, at_block(100), 0).is_none());
         assert!(!path.exists(), "the damaged file stayed");
         assert!(c.disk_wants(&block), "it is not computed again");
     }
@@ -508,7 +546,7 @@ mod tests {
             kv_type: "q8_0".into(),
         };
         let mut c = PromptCache::new(0, Some((&spec, SHAPE)));
-        assert!(c.best(&block, Some(100), 0).is_none());
+        assert!(c.best(&block, at_block(100), 0).is_none());
     }
 
     #[test]
@@ -523,7 +561,7 @@ mod tests {
         c.insert_disk(&b, &state, 0);
         std::thread::sleep(std::time::Duration::from_millis(20));
         // `a` is used again, so `b` is now the least recently used.
-        let r = c.best(&a, Some(100), 0).unwrap();
+        let r = c.best(&a, at_block(100), 0).unwrap();
         c.used(&r);
         std::thread::sleep(std::time::Duration::from_millis(20));
         c.insert_disk(&x, &state, 0);
@@ -542,7 +580,7 @@ mod tests {
         c.insert_disk(&prompt(0, 100), b"state", 0);
         c.insert_disk(&prompt(0, 100), b"state", 0);
         assert!(c.disk.as_ref().unwrap().warned);
-        assert!(c.best(&prompt(0, 100), Some(100), 0).is_none());
+        assert!(c.best(&prompt(0, 100), at_block(100), 0).is_none());
     }
 
     #[test]

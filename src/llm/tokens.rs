@@ -26,8 +26,37 @@ pub fn prompt_tokens(model: &LlamaModel, p: &Prompt) -> Vec<LlamaToken> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PromptTokens {
     pub tokens: Vec<LlamaToken>,
-    /// None when the prompt has no alarm block after its passages.
+    pub cuts: Cuts,
+}
+
+/// Where a prompt's tokens may be cut for the disk tier of the prompt
+/// cache, which keeps the state of a prompt up to a cut: after the passage
+/// block (shared by every alarm that retrieves the same sections) and before
+/// the alarm's reading (shared by the same alarm raised again with a new
+/// reading). None when the prompt has no alarm block.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Cuts {
     pub block: Option<usize>,
+    pub alarm: Option<usize>,
+}
+
+impl Cuts {
+    /// The cuts that fall within the first `len` tokens, longest first.
+    pub fn within(self, len: usize) -> impl Iterator<Item = usize> {
+        [self.alarm, self.block]
+            .into_iter()
+            .flatten()
+            .filter(move |&c| c > 0 && c <= len)
+    }
+
+    /// The cuts that fall within what was read of a prompt (`len` tokens).
+    pub fn read(self, len: usize) -> Cuts {
+        let keep = |c: Option<usize>| c.filter(|&c| c <= len);
+        Cuts {
+            block: keep(self.block),
+            alarm: keep(self.alarm),
+        }
+    }
 }
 
 /// `prompt_tokens`, with where the passage block ends. The block and the
@@ -37,20 +66,27 @@ pub fn prompt_tokens_block(model: &LlamaModel, p: &Prompt) -> PromptTokens {
     let vocab = model.vocab();
     let mut out = head_tokens(model, p.head());
     let data = p.data();
-    let block = match p.block_len() {
-        Some(n) => {
+    // Each part is tokenized apart, so the tokens before a cut do not
+    // depend on what follows it.
+    let cuts = match (p.block_len(), p.alarm_len()) {
+        (Some(n), Some(m)) => {
             push_data(&vocab, &data[..n], &mut out);
             let block = out.len();
-            push_data(&vocab, &data[n..], &mut out);
-            Some(block)
+            push_data(&vocab, &data[n..m], &mut out);
+            let alarm = out.len();
+            push_data(&vocab, &data[m..], &mut out);
+            Cuts {
+                block: Some(block),
+                alarm: Some(alarm),
+            }
         }
-        None => {
+        _ => {
             push_data(&vocab, data, &mut out);
-            None
+            Cuts::default()
         }
     };
     out.extend(vocab.tokenize(p.tail().as_bytes(), false, true));
-    PromptTokens { tokens: out, block }
+    PromptTokens { tokens: out, cuts }
 }
 
 /// Tokens of a prompt's head, the static prefix a slot keeps cached: BOS,
@@ -131,6 +167,24 @@ mod tests {
 
     fn found(s: &[&str]) -> Vec<String> {
         s.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn cuts_are_offered_longest_first_and_only_within_what_was_read() {
+        let c = Cuts {
+            block: Some(100),
+            alarm: Some(140),
+        };
+        assert_eq!(c.within(200).collect::<Vec<_>>(), [140, 100]);
+        assert_eq!(c.within(120).collect::<Vec<_>>(), [100]);
+        assert_eq!(
+            c.read(120),
+            Cuts {
+                block: Some(100),
+                alarm: None
+            }
+        );
+        assert_eq!(Cuts::default().within(500).count(), 0);
     }
 
     #[test]
