@@ -1,8 +1,9 @@
 //! Saved prompts' KV states, so that an alarm reads only what is new to it:
 //! whole recent prompts in RAM (lost at a restart, within their byte
-//! budget), and prompt prefixes up to the end of the passage block on disk
-//! in `state_dir/kv/prompts` (kept across restarts, least recently used
-//! first out, within `[llm] prompt_cache_disk_mib`).
+//! budget), and on disk in `state_dir/kv/prompts` prompt prefixes up to a
+//! cut (`tokens::Cuts`: the end of the passage block, the start of the
+//! alarm's reading), kept across restarts, least recently used first out,
+//! within `[llm] prompt_cache_disk_mib`.
 //!
 //! Owns which saved state best serves a prompt (`best`), and keeping,
 //! touching and dropping states in both tiers. Knows nothing about
