@@ -485,7 +485,7 @@ impl Hub {
                 // Read on a connection already lost: answered, but its ack
                 // handle means nothing now; the broker redelivers it.
                 let live = self.live == Some(epoch);
-                self.intake(publish, live).await;
+                self.intake(*publish, live).await;
                 // Taken: the poller may read as much again.
                 drop(room);
             }

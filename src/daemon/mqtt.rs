@@ -134,7 +134,7 @@ pub enum Inbound {
     /// A QoS 1 (or 2) alarm: the broker waits for its ack. `room` is its
     /// share of `INBOUND_BUDGET`, given back when the hub drops it.
     Alarm {
-        publish: Publish,
+        publish: Box<Publish>,
         epoch: u64,
         room: OwnedSemaphorePermit,
     },
@@ -315,7 +315,7 @@ async fn forward(
                 _ = stop.cancelled() => false,
                 room = budget.clone().acquire_many_owned(n) => {
                     let Ok(room) = room else { return false };
-                    let _ = tx.events.send(Inbound::Alarm { publish, epoch, room });
+                    let _ = tx.events.send(Inbound::Alarm { publish: Box::new(publish), epoch, room });
                     true
                 }
             }
