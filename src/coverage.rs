@@ -79,6 +79,7 @@ pub struct Judgement {
 /// uncovered faults are caught (28 of 33): an uncovered fault taken for
 /// covered is the confident wrong answer coverage exists to stop.
 pub const COVERED_AT: f32 = 0.6;
+fn covered_at() -> f32 { std::env::var("TW_COV").ok().and_then(|v| v.parse().ok()).unwrap_or(COVERED_AT) }
 
 /// Without a known equipment, passages holding this share of the message's
 /// terms (their alarm text or their manual's title) are related; under it
@@ -104,7 +105,7 @@ pub fn judge(alarm: &Alarm, hits: &[Hit], equipment: Equipment) -> Judgement {
         .as_deref()
         .filter(|m| !m.trim().is_empty())
         .unwrap_or(&alarm.code);
-    let terms = message_terms(message);
+    let terms = Terms::of(message);
     let mine = |h: &Hit| match equipment {
         Equipment::Known(docs) => docs.contains(&h.doc),
         Equipment::Unknown => true,
@@ -113,18 +114,18 @@ pub fn judge(alarm: &Alarm, hits: &[Hit], equipment: Equipment) -> Judgement {
     let mut near: f32 = 0.0;
     for h in hits {
         let Some(lead) = own_alarm(h) else {
-            near = near.max(share(&terms, &text_terms(&h.title)));
+            near = near.max(terms.share(&text_terms(&h.title)));
             continue;
         };
         let code = section_code(h).replace(['-', '_'], " ");
         let said = text_terms(&format!("{lead} {code} {}", h.title));
-        let s = share(&terms, &said);
+        let s = terms.share(&said);
         near = near.max(s);
         if mine(h) && s > best.0 {
             best = (s, Some(h));
         }
     }
-    let coverage = if best.0 >= COVERED_AT {
+    let coverage = if best.0 >= covered_at() {
         Coverage::Covered
     } else if matches!(equipment, Equipment::Known(_)) || near >= RELATED_AT {
         Coverage::Related
@@ -187,6 +188,8 @@ const NOISE: &[&str] = &[
     "with", "from", "as", "it", "its", "this", "that", "vs", "alarm", "alm", "warning", "bar",
     "rpm", "kn", "mm", "ppm", "hz", "kw", "degc", "pct", "cst", "ntu", "dbar", "mg", "ma", "dbm",
     "kpa", "mpa", "pa", "lel", "no",
+    // Where on board: a location says which sensor, not which fault.
+    "aft", "fwd", "stbd", "port", "ps", "sb", "er",
 ];
 
 /// Chinese characters that join words but name nothing ("1号泵", "的").
@@ -196,6 +199,130 @@ const CJK_JOINERS: &[char] = &[
 
 /// CJK pairs that say nothing about which fault it is.
 const CJK_NOISE: &[&str] = &["报警", "告警", "警报"];
+
+/// An alarm message as coverage weighs it: its words, and its Chinese
+/// characters in runs. A Chinese message has no spaces, so its terms are
+/// character pairs, and a pair across two words ("炉汽" in "锅炉汽包") is
+/// in no section: counted as a term it would hold every message of several
+/// words under the bar. So the share counts characters, each found when a
+/// pair it is part of is found (or it is a run of its own that is).
+#[derive(Debug, Clone, Default)]
+pub struct Terms {
+    words: Vec<String>,
+    runs: Vec<Vec<char>>,
+}
+
+impl Terms {
+    pub fn of(text: &str) -> Self {
+        let text = &plain_degree(&cjk_units_out(text));
+        let mut words = words(text);
+        words.sort();
+        words.dedup();
+        let runs = cjk_runs(text)
+            .into_iter()
+            .flat_map(|run| split_noise(&run))
+            .collect();
+        Terms { words, runs }
+    }
+
+    /// The share of the message that `said` (a section's `text_terms`)
+    /// holds: words and Chinese characters alike.
+    fn share(&self, said: &[String]) -> f32 {
+        let mut total = self.words.len();
+        let mut found = self
+            .words
+            .iter()
+            .filter(|t| said.iter().any(|s| same_word(t, s)))
+            .count();
+        let has = |t: &str| said.iter().any(|s| s == t);
+        for run in &self.runs {
+            total += run.len();
+            if run.len() == 1 {
+                found += usize::from(has(&run[0].to_string()));
+                continue;
+            }
+            let mut hit = vec![false; run.len()];
+            for (i, p) in run.windows(2).enumerate() {
+                if has(&p.iter().collect::<String>()) {
+                    hit[i] = true;
+                    hit[i + 1] = true;
+                }
+            }
+            found += hit.iter().filter(|&&h| h).count();
+        }
+        match total {
+            0 => 0.0,
+            n => found as f32 / n as f32,
+        }
+    }
+}
+
+/// Panel wording that grades a reading ("偏低", "过高", "低低", "不足")
+/// says what the manuals say with one character ("低", "高").
+const CJK_DEGREE: &[(&str, &str)] = &[
+    ("偏低", "低"),
+    ("偏高", "高"),
+    ("过低", "低"),
+    ("过高", "高"),
+    ("太低", "低"),
+    ("太高", "高"),
+    ("较低", "低"),
+    ("较高", "高"),
+    ("低低", "低"),
+    ("高高", "高"),
+    ("不足", "低"),
+];
+
+fn plain_degree(text: &str) -> String {
+    CJK_DEGREE
+        .iter()
+        .fold(text.to_string(), |t, (from, to)| t.replace(from, to))
+}
+
+/// A Chinese unit right after a number is the reading's ("12吨", "6小时"):
+/// it is left out as Latin units are.
+fn cjk_units_out(text: &str) -> String {
+    const CJK_UNITS: &[char] = &[
+        '吨', '度', '米', '秒', '分', '钟', '小', '时', '天', '周', '次', '个', '转', '伏', '安', '瓦',
+        '升', '克', '帕', '圈', '条', '台',
+    ];
+    let mut out = String::with_capacity(text.len());
+    let mut after_digit = false;
+    for c in text.chars() {
+        if after_digit && CJK_UNITS.contains(&c) {
+            continue;
+        }
+        after_digit = c.is_ascii_digit() || (after_digit && matches!(c, '.' | ' '));
+        out.push(c);
+    }
+    out
+}
+
+/// A run without the pairs that say nothing about which fault it is
+/// ("报警"): the run is split around them.
+fn split_noise(run: &[char]) -> Vec<Vec<char>> {
+    let mut out = Vec::new();
+    let mut cur: Vec<char> = Vec::new();
+    let mut i = 0;
+    while i < run.len() {
+        if i + 1 < run.len() {
+            let pair: String = run[i..i + 2].iter().collect();
+            if CJK_NOISE.contains(&pair.as_str()) {
+                if !cur.is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                }
+                i += 2;
+                continue;
+            }
+        }
+        cur.push(run[i]);
+        i += 1;
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
 
 /// An alarm message's terms: Latin words (lowercased, without numbers,
 /// readings and units) and Chinese character pairs, each once.
