@@ -282,8 +282,20 @@ impl Index {
     /// alarm code of each manual, once per language. What `tidewatch warm`
     /// raises alarms from.
     pub fn causes_sections(&self) -> Vec<(Hit, Option<String>)> {
+        self.causes_in(|_| true)
+    }
+
+    /// `causes_sections` of the documents `docs` only.
+    pub fn causes_of(&self, docs: &[String]) -> Vec<Hit> {
+        self.causes_in(|d| docs.contains(d))
+            .into_iter()
+            .map(|(h, _)| h)
+            .collect()
+    }
+
+    fn causes_in(&self, keep: impl Fn(&String) -> bool) -> Vec<(Hit, Option<String>)> {
         let mut out = Vec::new();
-        for d in &self.raw.docs {
+        for d in self.raw.docs.iter().filter(|d| keep(&d.id)) {
             for pid in d.first_passage..d.first_passage + d.n_passages {
                 let Ok(p) = self.raw.passage(pid) else {
                     continue;
