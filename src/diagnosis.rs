@@ -451,10 +451,16 @@ pub fn with_coverage(
     if coverage != Coverage::Related {
         return d;
     }
+    // A composed summary names the top cause's rating: composed again from
+    // the lowered list, it says what the list says.
+    let composed = d.summary == composed_summary(alarm, &d.probable_causes, &d.actions);
     for c in &mut d.probable_causes {
         if c.likelihood == "high" {
             c.likelihood = "medium".into();
         }
+    }
+    if composed {
+        d.summary = composed_summary(alarm, &d.probable_causes, &d.actions);
     }
     let mut drawn: Vec<String> = d
         .sources
@@ -680,6 +686,42 @@ mod tests {
         // Covered: only the field changes.
         let c = with_coverage(d.clone(), Coverage::Covered, &en, &hits);
         assert_eq!(c, d);
+    }
+
+    // Found over MQTT with the stand-in: 45 related answers' composed
+    // summaries still read "most likely (high)" / "最可能的原因（高）" once
+    // their causes were rated medium.
+    #[test]
+    fn a_related_answers_composed_summary_rates_its_cause_as_the_list_does() {
+        let hits = vec![crate::test_support::hit("BAL-VLV-FAIL causes", "x")];
+        for message in ["ballast pump will not start", "压载泵启动失败"] {
+            let a = Alarm {
+                message: Some(message.into()),
+                ..crate::test_support::alarm("AL-2041")
+            };
+            let causes = vec![Cause {
+                cause: "low hydraulic power pack pressure".into(),
+                likelihood: "high".into(),
+                source: Some("ballast-en § BAL-VLV-FAIL causes #1".into()),
+            }];
+            let actions = vec!["Check the power pack.".to_string()];
+            let mut d = from_passages(&a, &hits, Mode::Full, "m", Timings::default());
+            d.summary = composed_summary(&a, &causes, &actions);
+            d.probable_causes = causes;
+            d.actions = actions;
+            let r = with_coverage(d, Coverage::Related, &a, &hits);
+            assert!(
+                !r.summary.contains("(high)") && !r.summary.contains("（高）"),
+                "{}",
+                r.summary
+            );
+            assert!(
+                r.summary.contains("most likely (medium)")
+                    || r.summary.contains("最可能的原因（中）"),
+                "{}",
+                r.summary
+            );
+        }
     }
 
     #[test]

@@ -51,6 +51,12 @@ async fn uncovered_faults_are_said_related_or_none_with_no_cause_rated_high() {
         "{summary}"
     );
     assert!(summary.contains("ballast-zh"), "{summary}");
+    // The composed summary rates its cause as the list does (it said
+    // "（高）" beside a list rated medium).
+    assert!(
+        !summary.contains("（高）") && !summary.contains("(high)"),
+        "{summary}"
+    );
     assert!(
         related["timings"]["generated_tokens"].as_u64() > Some(0),
         "{related}"
