@@ -288,7 +288,7 @@ impl Pipeline {
                     .split_once(" § ")
                     .and_then(|(_, sec)| sec.split_whitespace().next())
                     .unwrap_or("");
-                crate::retrieval::own_code_only(hits, code)
+                crate::retrieval::covering_passages(&self.index.current(), hits, code)
             }
             _ => hits,
         };

@@ -122,9 +122,10 @@ fn every_published_cause_and_action_of_a_chosen_answer_is_a_manual_item() {
     let _serial = common::serial();
     let cases = std::fs::read_to_string(repo().join("knowledge/eval/alarms.jsonl")).unwrap();
     // Every 6th case a section covers (the others are answered related, or
-    // at once without the model): both languages, ship and buoy, twenty
-    // alarms and four under plant codes (two of which the test model
-    // answers with a second sentence when let).
+    // at once without the model): both languages, ship and buoy, ~35
+    // alarms, a third of them under plant codes (a covered one coverage
+    // takes for related is answered all the same, its summary opening
+    // with the note on what the manuals lack).
     let alarms: Vec<serde_json::Value> = cases
         .lines()
         .filter(|l| !l.trim().is_empty())
@@ -151,7 +152,10 @@ fn every_published_cause_and_action_of_a_chosen_answer_is_a_manual_item() {
         );
         assert!(d["timings"]["fed_tokens"].as_u64() > Some(0), "{id}: {d}");
         let summary = d["summary"].as_str().unwrap();
-        if let Some(rest) = second_sentence(summary) {
+        // A related answer's summary opens with the note on what the
+        // manuals lack, a sentence of its own before the answer's.
+        let covered = d["coverage"] == "covered";
+        if let Some(rest) = second_sentence(summary).filter(|_| covered) {
             bad.push(format!(
                 "{id}: the summary goes on after its sentence: {rest:?} in {summary:?}"
             ));

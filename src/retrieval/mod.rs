@@ -518,6 +518,15 @@ pub fn own_code_only(hits: Vec<Hit>, code: &str) -> Vec<Hit> {
     }
 }
 
+/// The passages of a fault covered under a plant's own code (`coverage`):
+/// the covering section's code's only, as `own_code_only` keeps an alarm's
+/// own code's, with both its lists. `with_both_lists` adds a list only when
+/// no passage holds one, so the hits may hold another code's checks and
+/// not this code's: without them the answer had causes and no check to do.
+pub fn covering_passages(index: &Index, hits: Vec<Hit>, code: &str) -> Vec<Hit> {
+    with_both_lists(index, own_code_only(hits, code))
+}
+
 /// The passages an alarm's prompt gets, from a search with a few spare hits:
 /// `for_prompt` at `PROMPT_FLOOR`, then `own_code_only`. The daemon and the
 /// retrieval eval both call this, so the eval measures what the model sees.
@@ -707,6 +716,32 @@ mod tests {
         // Checks without causes get the causes.
         let both = with_both_lists(&idx, only("checks"));
         assert_eq!(both[1].section, "ME-LO-PRES-LO causes");
+    }
+
+    #[test]
+    fn a_covering_sections_code_keeps_both_its_lists() {
+        let docs = vec![doc(
+            "lube-en",
+            "main_engine_lube_oil",
+            "ME-LO-PRES-LO",
+            "en",
+            "## ME-LO-PRES-LO causes\nCauses: 1) filter; 2) pump.\n## ME-LO-PRES-LO checks\nChecks: 1) Read the gauge.\n## ME-LO-TEMP-HI causes\nCauses: 1) cooler.\n## ME-LO-TEMP-HI checks\nChecks: 1) Check the cooler.\n",
+        )];
+        let idx = Index::from_bytes(index::build(&docs).unwrap()).unwrap();
+        let all = idx
+            .search(&Query::from_text("lube oil pressure filter pump cooler"), 8)
+            .unwrap();
+        // Retrieval kept the pressure's causes and the temperature's checks:
+        // a list of each kind, so nothing was added.
+        let hits: Vec<Hit> = all
+            .iter()
+            .filter(|h| h.section == "ME-LO-PRES-LO causes" || h.section == "ME-LO-TEMP-HI checks")
+            .cloned()
+            .collect();
+        assert_eq!(with_both_lists(&idx, hits.clone()), hits);
+        let kept = covering_passages(&idx, hits, "ME-LO-PRES-LO");
+        let sections: Vec<&str> = kept.iter().map(|h| h.section.as_str()).collect();
+        assert_eq!(sections, ["ME-LO-PRES-LO causes", "ME-LO-PRES-LO checks"]);
     }
 
     #[test]
