@@ -167,7 +167,8 @@ pub struct EvalArgs {
     #[arg(long, value_name = "N", value_parser = usize_in(1, 1000), conflicts_with_all = ["retrieval", "prompts"])]
     pub interleaved: Option<usize>,
     /// Prompt cache tiers instead of accuracy, side by side in one run, for
-    /// the first N cases with a manual section (one per fault): cold (only
+    /// the first N cases with a manual section (one per fault) that coverage
+    /// takes for covered when raised under a plant code: cold (only
     /// the static prefix cached), the same alarm with a new reading after a
     /// restart and 20 other alarms (served by the disk tier), and the
     /// fault's first alarm under a plant code after `tidewatch warm` of

@@ -1,6 +1,7 @@
 //! `tidewatch eval --tiers N`: what the prompt cache's tiers save an alarm,
 //! three ways side by side in one run, on the first N eval cases that have a
-//! manual section (one per fault):
+//! manual section (one per fault) and that coverage takes for covered when
+//! raised under a plant code:
 //! 1. cold: nothing of the alarm's passage block cached, in RAM or on disk
 //!    (the static prefix is, as in the daemon after its start);
 //! 2. repeat after restart: the same alarm with a new id and reading, on new
@@ -69,10 +70,16 @@ pub fn manual_code(c: &Case) -> Option<&str> {
     c.gold.as_ref()?.section.split_whitespace().next()
 }
 
-/// The first `n` cases with a manual section, one per fault (manual code):
-/// two alarms of one fault share a passage block, so the second could not
-/// be cold.
-pub fn pick_cases(cases: &[Case], n: usize) -> Vec<&Case> {
+/// The first `n` cases with a manual section, one per fault (manual code),
+/// that `covered` holds (coverage takes the alarm raised under a plant code
+/// for its fault: a related one gets every passage, a block warm does not
+/// compute): two alarms of one fault share a passage block, so the second
+/// could not be cold.
+pub fn pick_cases<'a>(
+    cases: &'a [Case],
+    n: usize,
+    covered: &dyn Fn(&Case) -> bool,
+) -> Vec<&'a Case> {
     let mut codes: Vec<&str> = Vec::new();
     let mut out = Vec::new();
     for c in cases {
@@ -82,6 +89,9 @@ pub fn pick_cases(cases: &[Case], n: usize) -> Vec<&Case> {
         let Some(code) = manual_code(c) else {
             continue;
         };
+        if !covered(c) {
+            continue;
+        }
         if !codes.iter().any(|k| k.eq_ignore_ascii_case(code)) {
             codes.push(code);
             out.push(c);
@@ -671,7 +681,13 @@ pub async fn run_tiers(
     n: usize,
     progress: bool,
 ) -> Result<TiersReport, TiersError> {
-    let picked = pick_cases(cases, n);
+    let covered = |c: &Case| {
+        let a = under_plant_code(&c.alarm, 0);
+        let hits =
+            crate::retrieval::passages_for(&index, &a, cfg.knowledge.top_k).unwrap_or_default();
+        crate::coverage::judge_in(&index, &a, &hits).coverage == Coverage::Covered
+    };
+    let picked = pick_cases(cases, n, &covered);
     if picked.is_empty() {
         return Err(TiersError::NoCases);
     }
@@ -795,8 +811,13 @@ mod tests {
             case("b", "AL-2", Some("ME-B")),
             case("c", "ME-C", Some("ME-C")),
         ];
-        assert_eq!(names(&pick_cases(&cases, 2)), ["a", "b"]);
-        assert_eq!(names(&pick_cases(&cases, 9)), ["a", "b", "c"]);
+        let all = |_: &Case| true;
+        assert_eq!(names(&pick_cases(&cases, 2, &all)), ["a", "b"]);
+        assert_eq!(names(&pick_cases(&cases, 9, &all)), ["a", "b", "c"]);
+        // A fault coverage does not take for covered under a plant code is
+        // passed over for the next.
+        let not_a = |c: &Case| c.case != "a";
+        assert_eq!(names(&pick_cases(&cases, 2, &not_a)), ["a-zh", "b"]);
         assert_eq!(manual_code(&cases[3]), Some("ME-A"));
         assert_eq!(manual_code(&cases[1]), None);
     }
@@ -811,7 +832,7 @@ mod tests {
             case("e", "ME-E", Some("ME-E")),
             case("f", "ME-F", Some("ME-F")),
         ];
-        let picked = pick_cases(&cases, 1);
+        let picked = pick_cases(&cases, 1, &|_| true);
         assert_eq!(names(&other_cases(&cases, &picked, 2)), ["d", "e"]);
         assert_eq!(names(&other_cases(&cases, &picked, 20)).len(), 3);
     }
