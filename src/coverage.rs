@@ -66,8 +66,10 @@ pub enum Equipment<'a> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Judgement {
     pub coverage: Coverage,
-    /// The best share of the message's terms that one causes section's own
-    /// alarm text holds (1 for the alarm's own code; 0 without a message).
+    /// The best share of the message (its words and characters, weighed by
+    /// `Terms::weighted`) that one causes section's own alarm text holds (1
+    /// for the alarm's own code; 0 without a message). A fault covered by
+    /// retrieval's ranking keeps its share, under `COVERED_AT`.
     pub best: f32,
     /// That section, "doc § section".
     pub section: Option<String>,
@@ -102,8 +104,8 @@ pub const RELATED_AT: f32 = 0.3;
 /// 7 more covered alarms under plant codes than the word share alone (40 of
 /// 52 instead of 33) and no uncovered fault; a lead of 0.25 takes 3 more
 /// covered and 3 more uncovered, 0.2 another 2 and 1. Scores are the
-/// index's BM25
-/// (`retrieval`): other manuals keep their scale, not their values.
+/// index's BM25 (`retrieval`): other manuals keep their scale, not their
+/// values.
 pub const SCORE_AT: f32 = 20.0;
 pub const AHEAD_AT: f32 = 0.3;
 
