@@ -395,10 +395,41 @@ const CJK_DEGREE: &[(&str, &str)] = &[
     ("不足", "低"),
 ];
 
+/// Characters that make a word with a following "过" ("通过", "超过"):
+/// there "过高" is that word's end and the next word's start, no grading.
+const CJK_PASS: &[char] = &['通', '经', '超', '越', '穿', '不', '错'];
+
 fn plain_degree(text: &str) -> String {
-    CJK_DEGREE
-        .iter()
-        .fold(text.to_string(), |t, (from, to)| t.replace(from, to))
+    // Again until nothing changes: "偏高高" grades twice.
+    let mut t = text.to_string();
+    loop {
+        let next = plain_degree_once(&t);
+        if next == t {
+            return t;
+        }
+        t = next;
+    }
+}
+
+fn plain_degree_once(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let pair: String = chars[i..chars.len().min(i + 2)].iter().collect();
+        let word = chars[i] == '过' && i > 0 && CJK_PASS.contains(&chars[i - 1]);
+        match CJK_DEGREE.iter().find(|(from, _)| *from == pair) {
+            Some((_, to)) if !word => {
+                out.push_str(to);
+                i += 2;
+            }
+            _ => {
+                out.push(chars[i]);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// A Chinese unit right after a number is the reading's ("12吨", "6小时"):
@@ -806,6 +837,22 @@ mod tests {
         ] {
             assert_eq!(plain_degree(panel), plain);
         }
+    }
+
+    #[test]
+    fn a_word_that_only_holds_a_grading_pair_is_left_whole() {
+        // "通过高压管" is "through the high-pressure pipe": its "过高" is
+        // no grading, and "通高压管" would lose the word "通过".
+        for text in [
+            "燃油通过高压管供油",
+            "经过低温区",
+            "超过高限",
+            "不过低速时正常",
+        ] {
+            assert_eq!(plain_degree(text), text);
+        }
+        assert_eq!(plain_degree("通过后温度过高"), "通过后温度高");
+        assert_eq!(plain_degree("温度偏高高"), "温度高");
     }
 
     #[test]
