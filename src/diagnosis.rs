@@ -201,25 +201,43 @@ pub fn list_items(text: &str) -> Vec<String> {
     let mut i = 0;
     while i < chars.len() {
         // A list marker: a digit followed by ')', '.', '、' or '）', or '(' / '（' digit.
+        // An item number is one or two digits (a list of ten or more goes
+        // on at "10)"), never "0" first.
+        let number = |j: usize| -> usize {
+            let d = chars[j.min(chars.len())..]
+                .iter()
+                .take_while(|c| c.is_ascii_digit())
+                .count();
+            match d {
+                1 => 1,
+                2 if chars[j] != '0' => 2,
+                _ => 0,
+            }
+        };
         let is_marker = |j: usize| -> Option<usize> {
             let c = *chars.get(j)?;
             if c == '(' || c == '（' {
-                let d = *chars.get(j + 1)?;
-                let e = *chars.get(j + 2)?;
-                if d.is_ascii_digit() && (e == ')' || e == '）') {
-                    return Some(3);
+                let d = number(j + 1);
+                let e = *chars.get(j + 1 + d)?;
+                if d > 0 && (e == ')' || e == '）') {
+                    return Some(d + 2);
                 }
                 return None;
             }
             if c.is_ascii_digit() {
                 let prev_ok =
                     j == 0 || !chars[j - 1].is_ascii_alphanumeric() && chars[j - 1] != '.';
-                let n = *chars.get(j + 1)?;
-                if prev_ok && matches!(n, ')' | '）' | '、') {
-                    return Some(2);
+                let d = number(j);
+                let n = *chars.get(j + d)?;
+                if prev_ok && d > 0 && matches!(n, ')' | '）' | '、') {
+                    return Some(d + 1);
                 }
-                if prev_ok && n == '.' && chars.get(j + 2).is_some_and(|c| c.is_whitespace()) {
-                    return Some(2);
+                if prev_ok
+                    && d > 0
+                    && n == '.'
+                    && chars.get(j + d + 1).is_some_and(|c| c.is_whitespace())
+                {
+                    return Some(d + 1);
                 }
             }
             None
@@ -599,6 +617,22 @@ mod tests {
         assert_eq!(
             list_items("Worn impeller, clogged strainer."),
             vec!["Worn impeller, clogged strainer"]
+        );
+    }
+
+    #[test]
+    fn a_list_of_ten_or_more_splits_at_every_item() {
+        let items: Vec<String> = (1..=11).map(|n| format!("check {n}")).collect();
+        let en: Vec<String> = (1..=11).map(|n| format!("{n}) check {n}")).collect();
+        let en = format!("Checks and corrective actions: {}.", en.join("; "));
+        assert_eq!(list_items(&en), items);
+        let zh: Vec<String> = (1..=11).map(|n| format!("（{n}）check {n}")).collect();
+        let zh = format!("检查：{}。", zh.join("；"));
+        assert_eq!(list_items(&zh), items);
+        // A reading is not a marker: "at 12.5 bar" and "after 15 min" stay.
+        assert_eq!(
+            list_items("Checks: 1) vent at 12.5 bar; 2) wait 15 min, then restart."),
+            vec!["vent at 12.5 bar", "wait 15 min, then restart"]
         );
     }
 
