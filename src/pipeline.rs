@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::alarm::Alarm;
 use crate::config::{Answer, Config};
-use crate::coverage::{self, Coverage, Judgement};
+use crate::coverage::{self, Coverage};
 use crate::diagnosis::{
     self, dedup_sources, round2, Cause, Diagnosis, Item, Mode, Source, Timings,
 };
@@ -22,7 +22,7 @@ use crate::llm::grammar::{passage_index, Choices};
 use crate::llm::{GenOutput, GenRequest, LlmError, Model, Slot, SlotCounters, SlotFailure, Style};
 use crate::prompt::{self, strip_think};
 use crate::retrieval::knowledge::ListKind;
-use crate::retrieval::{Hit, LiveIndex};
+use crate::retrieval::{Hit, Index, LiveIndex};
 
 /// The pipeline's counters, published on the status topic: answers by kind
 /// and the slots' health. What the daemon counts of its intake is the
@@ -145,9 +145,14 @@ impl Pipeline {
     /// job (the retry reuses its hits), so a reload while a job runs leaves
     /// that job's passages, and the P-labels its prompt cites, untouched.
     pub fn retrieve(&self, alarm: &Alarm) -> (Vec<Hit>, f64) {
+        self.retrieve_in(&self.index.current(), alarm)
+    }
+
+    /// `retrieve` from `index`: a job that also judges coverage and looks
+    /// up the covering section does all three in the one index it took.
+    fn retrieve_in(&self, index: &Index, alarm: &Alarm) -> (Vec<Hit>, f64) {
         let t = Instant::now();
-        let index = self.index.current();
-        let hits = crate::retrieval::passages_for(&index, alarm, self.cfg.knowledge.top_k)
+        let hits = crate::retrieval::passages_for(index, alarm, self.cfg.knowledge.top_k)
             .unwrap_or_else(|e| {
                 tracing::error!(error = %e, "retrieval failed; answering without passages");
                 Vec::new()
@@ -236,12 +241,6 @@ impl Pipeline {
             .map(|t| t.diagnosis)
     }
 
-    /// What the manuals hold for `alarm`'s fault, judged on its passages
-    /// (`coverage::judge`), its kind looked up in the index in use.
-    pub fn coverage(&self, alarm: &Alarm, hits: &[Hit]) -> Judgement {
-        coverage::judge_in(&self.index.current(), alarm, hits)
-    }
-
     /// The answer for an alarm whose coverage is none, from retrieval alone.
     fn unmatched(&self, alarm: &Alarm, retrieval_ms: f64) -> Diagnosis {
         let t = Timings {
@@ -275,8 +274,11 @@ impl Pipeline {
         steps: bool,
         preemptible: bool,
     ) -> Option<Trace> {
-        let (hits, retrieval_ms) = self.retrieve(alarm);
-        let judged = self.coverage(alarm, &hits);
+        // One index for the whole job: a reload between its retrieval, its
+        // judgement and its covering checks would mix two sets of manuals.
+        let index = self.index.current();
+        let (hits, retrieval_ms) = self.retrieve_in(&index, alarm);
+        let judged = coverage::judge_in(&index, alarm, &hits);
         let cov = judged.coverage;
         // A fault covered under a plant's own code: the covering section's
         // code stands for the alarm's, so the prompt holds that fault's
@@ -288,7 +290,7 @@ impl Pipeline {
                     .split_once(" § ")
                     .and_then(|(_, sec)| sec.split_whitespace().next())
                     .unwrap_or("");
-                crate::retrieval::covering_passages(&self.index.current(), hits, code)
+                crate::retrieval::covering_passages(&index, hits, code)
             }
             _ => hits,
         };
@@ -398,8 +400,9 @@ impl Pipeline {
 
     /// A retrieval-only answer for an alarm that must not wait (alarm storms).
     pub fn triage(&self, alarm: &Alarm) -> Diagnosis {
-        let (hits, retrieval_ms) = self.retrieve(alarm);
-        let cov = self.coverage(alarm, &hits).coverage;
+        let index = self.index.current();
+        let (hits, retrieval_ms) = self.retrieve_in(&index, alarm);
+        let cov = coverage::judge_in(&index, alarm, &hits).coverage;
         if cov == Coverage::None {
             return self.unmatched(alarm, retrieval_ms);
         }
