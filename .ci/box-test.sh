@@ -215,6 +215,10 @@ box /opt/tw/deploy/install.sh --binary /opt/tw/tidewatch --model "/opt/tw/models
     fail "install.sh failed"
 box systemd-analyze verify tidewatch.service || fail "systemd-analyze verify tidewatch.service reported problems"
 box systemctl is-active --quiet tidewatch || fail "tidewatch is not active after install.sh"
+# The eval set lies beside the index, as the .deb puts it: `tidewatch eval` on
+# the board finds it without --cases.
+box tidewatch eval --retrieval --index /usr/share/tidewatch/knowledge.twx --limit 3 >"$work/eval.log" 2>&1 ||
+    fail "tidewatch eval found no eval set after install.sh: $(cat "$work/eval.log")"
 # install.sh started `tidewatch warm` behind the daemon, at idle CPU and I/O
 # priority, as the daemon's user: its passage-block states appear, private.
 box systemd-analyze verify tidewatch-warm.service || fail "systemd-analyze verify tidewatch-warm.service reported problems"

@@ -212,6 +212,19 @@ fi
 index_changed=$changed
 changed=$other_changed
 
+# The eval set, where the .deb puts it: `tidewatch eval` on the board finds it
+# beside the index. Nothing running reads it, so it restarts nothing.
+eval_set=$repo/knowledge/eval/alarms.jsonl
+if [ -n "$knowledge" ] && [ -f "$knowledge/eval/alarms.jsonl" ]; then
+    eval_set=$knowledge/eval/alarms.jsonl
+fi
+if [ -f "$eval_set" ]; then
+    install -d -m 0755 "$SHARE_DIR/eval"
+    keep=$changed
+    install_if_changed "$eval_set" "$SHARE_DIR/eval/alarms.jsonl" 0644
+    changed=$keep
+fi
+
 # install_model SRC: SRC as $MODEL_DIR/NAME, tidewatch:tidewatch 0640; exits 10
 # when it copied it (as a subshell). $MODEL_DIR is the daemon's user's: it can
 # put a symbolic link in it, or in its place, between any check and a change
