@@ -156,13 +156,27 @@ impl Prompt {
     /// Bytes of `data` up to where the alarm's reading starts (its `value`
     /// line), or all of it when it has none: what the same alarm raised
     /// again with a new reading shares. None when there is no alarm block.
+    ///
+    /// A message that shows the reading too ("主机滑油进口压力低 1.6bar")
+    /// changes with it, so there the cut falls before the reading in the
+    /// message: cut at the value line, the repeat shared only the passages.
     pub fn alarm_len(&self) -> Option<usize> {
         let block = self.block_len()?;
         let data = self.data();
-        Some(match data.rfind(VALUE_LINE) {
-            Some(n) if n > block => n + 1,
-            _ => data.len(),
-        })
+        let value = match data.rfind(VALUE_LINE) {
+            Some(n) if n > block => n,
+            _ => return Some(data.len()),
+        };
+        let shown = data[value + VALUE_LINE.len()..]
+            .split([' ', '\n'])
+            .next()
+            .unwrap_or("");
+        let in_message = data[block..value].rfind(MESSAGE_LINE).and_then(|i| {
+            let from = block + i + MESSAGE_LINE.len();
+            let end = data[from..value].find('\n').map_or(value, |e| from + e);
+            reading_at(&data[from..end], shown).map(|at| from + at)
+        });
+        Some(in_message.unwrap_or(value + 1))
     }
     /// The end of the user turn and the opened assistant turn.
     pub fn tail(&self) -> &str {
@@ -402,6 +416,23 @@ const ALARM_OPEN: &str = "<alarm>\n";
 /// Starts the alarm block's last line, its reading (see `Prompt::alarm_len`).
 const VALUE_LINE: &str = "\nvalue: ";
 
+/// Starts the alarm block's message line.
+const MESSAGE_LINE: &str = "\nmessage: ";
+
+/// Byte offset in `message` of its last standalone `reading` (not part of a
+/// longer number): where a sensor's message shows the reading it repeats
+/// with another. None when it shows no such number.
+pub fn reading_at(message: &str, reading: &str) -> Option<usize> {
+    let numeric = |c: Option<char>| c.is_some_and(|c| c.is_ascii_digit() || c == '.');
+    if reading.is_empty() {
+        return None;
+    }
+    message.rmatch_indices(reading).map(|(i, _)| i).find(|&i| {
+        !numeric(message[..i].chars().next_back())
+            && !numeric(message[i + reading.len()..].chars().next())
+    })
+}
+
 fn alarm_block(a: &Alarm) -> String {
     let mut s = String::from(ALARM_OPEN);
     s.push_str(&format!(
@@ -483,6 +514,31 @@ mod tests {
         assert_eq!(r.alarm_len(), Some(r.data().len()));
         // No alarm block: no cut.
         assert_eq!(Family::ChatMl.prompt("sys", "plain").alarm_len(), None);
+    }
+
+    #[test]
+    fn a_message_that_shows_the_reading_is_cut_before_it() {
+        let hits = [hit(1, "1. a cause")];
+        let turn = |a: &Alarm| user_turn(a, &hits, 4000, 5, &|t: &str| words(t)).0;
+        let p = Family::ChatMl.prompt("sys", &turn(&alarm("主机滑油进口压力低 1.9bar")));
+        let cut = p.alarm_len().unwrap();
+        assert!(
+            p.data()[cut..].starts_with("1.9bar\n"),
+            "{}",
+            &p.data()[cut..]
+        );
+        // The sensor again, 2.0 bar in its value and its message.
+        let again = Alarm {
+            value: Some(2.0),
+            ..alarm("主机滑油进口压力低 2bar")
+        };
+        let q = Family::ChatMl.prompt("sys", &turn(&again));
+        assert_eq!(q.alarm_len(), Some(cut));
+        assert_eq!(p.data()[..cut], q.data()[..cut]);
+        // A number that is not the reading stays before the cut.
+        let other = Family::ChatMl.prompt("sys", &turn(&alarm("No.1 pump pressure 11.9 bar")));
+        let c = other.alarm_len().unwrap();
+        assert!(other.data()[c..].starts_with("value: 1.9 bar"));
     }
 
     #[test]

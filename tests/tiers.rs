@@ -91,6 +91,13 @@ fn eval_tiers_reports_cold_repeat_after_restart_and_warm_side_by_side() {
             uncached(&c["warm"]) < cold,
             "warm read no less than cold: {c}"
         );
+        // The repeat shares its alarm block up to the new reading, also
+        // where the message shows the reading ("…压力低 2.1bar"); the warm
+        // alarm reads its whole alarm block.
+        assert!(
+            uncached(&c["repeat"]) < uncached(&c["warm"]),
+            "repeat read its whole alarm block again: {c}"
+        );
         assert_eq!(c["warm_coverage"], "covered", "{c}");
         assert!(
             c["plant_code"].as_str().unwrap().starts_with("PLANT-"),

@@ -125,12 +125,7 @@ pub fn next_reading(v: f64) -> f64 {
 /// `message` with its last standalone `old` number (not part of a longer
 /// number) replaced by `new`; unchanged when it shows no such number.
 pub fn replace_reading(message: &str, old: &str, new: &str) -> String {
-    let numeric = |c: Option<char>| c.is_some_and(|c| c.is_ascii_digit() || c == '.');
-    let at = message.rmatch_indices(old).map(|(i, _)| i).find(|&i| {
-        !numeric(message[..i].chars().next_back())
-            && !numeric(message[i + old.len()..].chars().next())
-    });
-    match at {
+    match crate::prompt::reading_at(message, old) {
         Some(i) => format!("{}{new}{}", &message[..i], &message[i + old.len()..]),
         None => message.to_string(),
     }
