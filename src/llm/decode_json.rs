@@ -157,7 +157,7 @@ pub(super) fn string_value(
 /// sentence, the one sentence the system prompt asks for: a second one
 /// only ran into the cap. One that comes first keeps what the model
 /// writes, as the causes it writes next are read after it (closing it at
-/// its first sentence changed them: README, "Chosen answers, measured").
+/// its first sentence changed them: docs/measurements.md, "Chosen answers, measured").
 pub(super) fn summary_value(
     kv: &mut Kv<'_>,
     job: &mut Tally,

@@ -983,7 +983,7 @@ pub struct AnswersReport {
 /// The A72's rates for the projection: a Raspberry Pi 4's (4x A72 at
 /// 1.5-1.8 GHz) published llama.cpp figures, about 10 prompt and 3
 /// generated tokens/s for a 1.1B Q8_0, scaled to the RK3576's 2.2 GHz and
-/// the 1.5B's 1.3B non-embedding weights (README, "Speed on the board").
+/// the 1.5B's 1.3B non-embedding weights (README, "Current figures").
 pub const A72_PROMPT_TPS: f64 = 10.0;
 pub const A72_GEN_TPS: f64 = 4.0;
 
