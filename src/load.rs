@@ -18,6 +18,12 @@ pub enum LoadError {
     Index(#[from] IndexError),
     #[error(transparent)]
     Llm(#[from] LlmError),
+    #[error("config key knowledge.plant_codes: {plant} = {manual}: no manual has this code in {index} (a manual's codes are its front matter's `codes:`)")]
+    PlantCode {
+        plant: String,
+        manual: String,
+        index: String,
+    },
 }
 
 impl LoadError {
@@ -26,7 +32,9 @@ impl LoadError {
     pub fn is_config(&self) -> bool {
         matches!(
             self,
-            LoadError::Index(_) | LoadError::Llm(LlmError::Load { .. })
+            LoadError::Index(_)
+                | LoadError::Llm(LlmError::Load { .. })
+                | LoadError::PlantCode { .. }
         )
     }
 }
@@ -48,6 +56,7 @@ pub async fn model_and_index(cfg: &Config, warm: bool) -> Result<Loaded, LoadErr
 /// Loads the index and the model, no slot yet.
 pub async fn index_and_model(cfg: &Config) -> Result<(Arc<Index>, Arc<Model>), LoadError> {
     let index = Arc::new(Index::open(&cfg.knowledge.index)?);
+    check_plant_codes(cfg, &index)?;
     let model_path = cfg.llm.model.clone();
     let llm_cfg = cfg.llm.clone();
     let model = tokio::task::spawn_blocking(move || Model::load(&model_path, &llm_cfg))
@@ -61,6 +70,24 @@ pub async fn index_and_model(cfg: &Config) -> Result<(Arc<Index>, Arc<Model>), L
         tracing::debug!(count = vocab, "model vocabulary: llama.cpp warned about {vocab} tokens that look like control tokens (the model file's own metadata, not a tidewatch problem)");
     }
     Ok((index, Arc::new(model)))
+}
+
+/// Every mapped plant code names a code of `index`: one that does not would
+/// never be covered, and the mistake would show only in the answers.
+pub fn check_plant_codes(cfg: &Config, index: &Index) -> Result<(), LoadError> {
+    match cfg
+        .knowledge
+        .plant_codes
+        .iter()
+        .find(|(_, manual)| !index.has_code(manual))
+    {
+        Some((plant, manual)) => Err(LoadError::PlantCode {
+            plant: plant.clone(),
+            manual: manual.clone(),
+            index: cfg.knowledge.index.display().to_string(),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Starts `llm.slots` slots of a loaded model, as `model_and_index` does: a

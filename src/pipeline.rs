@@ -7,6 +7,7 @@
 //! about MQTT, queues or systemd; the daemon and the one-shot `diagnose`
 //! command both call it.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -148,6 +149,19 @@ impl Pipeline {
         self.retrieve_in(&self.index.current(), alarm)
     }
 
+    /// The alarm as retrieval and coverage read it: under its manual code
+    /// when `knowledge.plant_codes` maps its code, else as raised. The prompt
+    /// and the published diagnosis keep the alarm's own code.
+    fn lookup<'a>(&self, alarm: &'a Alarm) -> Cow<'a, Alarm> {
+        match self.cfg.knowledge.manual_code(&alarm.code) {
+            Some(manual) => Cow::Owned(Alarm {
+                code: manual.to_string(),
+                ..alarm.clone()
+            }),
+            None => Cow::Borrowed(alarm),
+        }
+    }
+
     /// `retrieve` from `index`: a job that also judges coverage and looks
     /// up the covering section does all three in the one index it took.
     fn retrieve_in(&self, index: &Index, alarm: &Alarm) -> (Vec<Hit>, f64) {
@@ -277,8 +291,9 @@ impl Pipeline {
         // One index for the whole job: a reload between its retrieval, its
         // judgement and its covering checks would mix two sets of manuals.
         let index = self.index.current();
-        let (hits, retrieval_ms) = self.retrieve_in(&index, alarm);
-        let judged = coverage::judge_in(&index, alarm, &hits);
+        let lookup = self.lookup(alarm);
+        let (hits, retrieval_ms) = self.retrieve_in(&index, &lookup);
+        let judged = coverage::judge_in(&index, &lookup, &hits);
         let cov = judged.coverage;
         // A fault covered under a plant's own code: the covering section's
         // code stands for the alarm's, so the prompt holds that fault's
@@ -401,8 +416,9 @@ impl Pipeline {
     /// A retrieval-only answer for an alarm that must not wait (alarm storms).
     pub fn triage(&self, alarm: &Alarm) -> Diagnosis {
         let index = self.index.current();
-        let (hits, retrieval_ms) = self.retrieve_in(&index, alarm);
-        let cov = coverage::judge_in(&index, alarm, &hits).coverage;
+        let lookup = self.lookup(alarm);
+        let (hits, retrieval_ms) = self.retrieve_in(&index, &lookup);
+        let cov = coverage::judge_in(&index, &lookup, &hits).coverage;
         if cov == Coverage::None {
             return self.unmatched(alarm, retrieval_ms);
         }

@@ -106,3 +106,30 @@ fn relative_paths_are_read_from_the_config_files_folder_whatever_the_working_dir
     );
     assert!(!elsewhere.path().join("state").exists());
 }
+
+// A plant code mapped to a code no manual has would never be covered: said
+// at start, naming the key and the entry.
+#[test]
+fn a_plant_code_mapped_to_no_manuals_code_fails_with_78_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(
+        dir.path(),
+        &dir.path().join("state").display().to_string(),
+        &common::index().display().to_string(),
+        &common::test_model().display().to_string(),
+    );
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str("[knowledge.plant_codes]\n\"AMS-77\" = \"ME-LO-PRES-XX\"\n");
+    std::fs::write(&cfg, text).unwrap();
+    for cmd in [&["check-config"][..], &["run"][..]] {
+        let out = tidewatch(cmd, &cfg, dir.path());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(78), "{cmd:?}: {err}");
+        assert!(
+            err.contains(
+                "config key knowledge.plant_codes: AMS-77 = ME-LO-PRES-XX: no manual has this code"
+            ),
+            "{cmd:?}: {err}"
+        );
+    }
+}

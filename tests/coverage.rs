@@ -119,3 +119,59 @@ async fn uncovered_faults_are_said_related_or_none_with_no_cause_rated_high() {
         .await;
     assert!(st["diagnosed"].as_u64() >= Some(2), "{st}");
 }
+
+// A plant's integrator maps its own alarm codes to the manuals' once
+// (`[knowledge.plant_codes]`): a mapped alarm is covered by that code's
+// section whatever its message says, and is published under its own code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mapped_plant_code_is_covered_by_its_manual_code() {
+    let _serial = common::serial();
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().unwrap();
+    let map = "[knowledge.plant_codes]\n\"ams-77\" = \"ME-LO-PRES-LO\"\n";
+    let cfg = config(dir.path(), broker.port, "map", "", map);
+    let mut c = Client::connect(broker.port, "map", "map-client").await;
+    let _d = Daemon::launch(&cfg).within(T).ready();
+
+    // Nothing in the message names the fault: unmapped, the same words
+    // under another plant code are only related.
+    let msg = "AMS point 77 active";
+    let unmapped = c
+        .ask(
+            "map",
+            "map-0",
+            "ME1",
+            "AMS-78",
+            "major",
+            "main_engine_lube_oil",
+            msg,
+        )
+        .await;
+    assert_eq!(unmapped["coverage"], "related", "{unmapped}");
+
+    let mapped = c
+        .ask(
+            "map",
+            "map-1",
+            "ME1",
+            "AMS-77",
+            "major",
+            "main_engine_lube_oil",
+            msg,
+        )
+        .await;
+    assert_eq!(mapped["coverage"], "covered", "{mapped}");
+    assert_eq!(
+        mapped["code"], "AMS-77",
+        "published under its own code: {mapped}"
+    );
+    let causes = mapped["probable_causes"].as_array().unwrap();
+    assert!(!causes.is_empty(), "{mapped}");
+    for cause in causes {
+        let source = cause["source"].as_str().unwrap_or_default();
+        assert!(
+            source.contains("ME-LO-PRES-LO"),
+            "every cause from the mapped code's section: {mapped}"
+        );
+    }
+}

@@ -287,3 +287,37 @@ fn reload_is_announced_reloading_then_ready_also_when_refused() {
         "the refusal should name the file: {refusal}"
     );
 }
+
+// A mapped plant code was checked at start; manuals reloaded without its
+// code leave it mapped to nothing, and the journal says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_whose_manuals_lack_a_mapped_code_says_so() {
+    let _serial = common::serial();
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join("knowledge.twx");
+    tidewatch::retrieval::build_file(&repo().join("knowledge"), &index).unwrap();
+    let cfg = config_with_index(dir.path(), broker.port, "reload", &index);
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str("[knowledge.plant_codes]\n\"AMS-77\" = \"ME-LO-PRES-LO\"\n");
+    std::fs::write(&cfg, text).unwrap();
+    let d = Daemon::launch(&cfg).within(T).ready();
+    let warning =
+        "knowledge.plant_codes: AMS-77 = ME-LO-PRES-LO: the reloaded manuals have no such code";
+    assert!(!d.log().contains(warning), "{}", d.log());
+
+    let partial = dir.path().join("partial.twx");
+    tidewatch::retrieval::build_file(&knowledge_without_lube_oil(dir.path()), &partial).unwrap();
+    std::fs::rename(&partial, &index).unwrap();
+    d.signal(Signal::SIGHUP);
+    assert!(
+        d.wait_log("index reloaded", Duration::from_secs(20)),
+        "no reload after SIGHUP:\n{}",
+        d.log()
+    );
+    assert!(
+        d.wait_log(warning, Duration::from_secs(5)),
+        "no warning for the mapped code:\n{}",
+        d.log()
+    );
+}

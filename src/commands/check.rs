@@ -40,6 +40,7 @@ fn check_config(cfg: &Config, offline: bool) -> Result<(), CommandError> {
     crate::config::check_files(cfg)?;
     writeln!(out, "  state_dir {}: writable", cfg.state_dir.display())?;
     let idx = Index::open(&cfg.knowledge.index)?;
+    crate::load::check_plant_codes(cfg, &idx)?;
     writeln!(
         out,
         "  index {}: {} documents, {} passages, {} bytes",

@@ -57,6 +57,20 @@ pub struct TlsConfig {
 pub struct KnowledgeConfig {
     pub index: PathBuf,
     pub top_k: usize,
+    /// Plant alarm code -> manual code, both trimmed and upper case: an
+    /// alarm raised under a mapped code is judged and retrieved as if raised
+    /// under its manual code (`pipeline`), and published under its own.
+    pub plant_codes: std::collections::BTreeMap<String, String>,
+}
+
+impl KnowledgeConfig {
+    /// The manual code `code` is mapped to, if any (case and surrounding
+    /// space ignored).
+    pub fn manual_code(&self, code: &str) -> Option<&str> {
+        self.plant_codes
+            .get(&code.trim().to_ascii_uppercase())
+            .map(String::as_str)
+    }
 }
 
 #[derive(Debug, Clone)]

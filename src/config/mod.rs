@@ -295,6 +295,32 @@ threads = 2
     }
 
     #[test]
+    fn plant_codes_are_compared_without_case_and_a_bad_entry_is_named() {
+        let with = |map: &str| MINIMAL.to_string() + "[knowledge.plant_codes]\n" + map;
+        let c = parse(&with("\" ams-77 \" = \"me-lo-pres-lo\"\n"), p()).unwrap();
+        assert_eq!(c.knowledge.manual_code("AMS-77"), Some("ME-LO-PRES-LO"));
+        assert_eq!(c.knowledge.manual_code(" Ams-77"), Some("ME-LO-PRES-LO"));
+        assert_eq!(c.knowledge.manual_code("AMS-78"), None);
+        for (map, says) in [
+            ("\"AMS-77\" = \"\"\n", "a code is empty"),
+            (
+                "\"ME-LO-PRES-LO\" = \"me-lo-pres-lo\"\n",
+                "needs no mapping",
+            ),
+            (
+                "\"ams-77\" = \"ME-LO-PRES-LO\"\n\"AMS-77\" = \"ME-LO-TEMP-HI\"\n",
+                "AMS-77 is mapped twice",
+            ),
+        ] {
+            let e = parse(&with(map), p()).unwrap_err().to_string();
+            assert!(
+                e.contains("knowledge.plant_codes") && e.contains(says),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
     fn example_config_is_valid() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/tidewatch.toml");
         load(&path).unwrap();

@@ -81,6 +81,10 @@ pub struct RawKnowledge {
     pub index: PathBuf,
     #[serde(default = "default_top_k")]
     pub top_k: usize,
+    /// The plant's alarm codes mapped to the manuals' (`"AMS-4411" =
+    /// "ME-JCW-PRES-LO"`).
+    #[serde(default)]
+    pub plant_codes: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]

@@ -192,9 +192,32 @@ fn broker_connection(m: RawMqtt) -> Result<MqttConfig, Bad> {
 }
 
 fn retrieval_settings(k: RawKnowledge) -> Result<KnowledgeConfig, Bad> {
+    const KEY: &str = "knowledge.plant_codes";
+    let mut plant_codes = std::collections::BTreeMap::new();
+    for (plant, manual) in k.plant_codes {
+        let (p, m) = (
+            plant.trim().to_ascii_uppercase(),
+            manual.trim().to_ascii_uppercase(),
+        );
+        if p.is_empty() || m.is_empty() {
+            return Err((KEY, format!("{plant:?} = {manual:?}: a code is empty")));
+        }
+        if p == m {
+            return Err((KEY, format!("{p} = {m}: a manual code needs no mapping")));
+        }
+        if let Some(before) = plant_codes.insert(p.clone(), m.clone()) {
+            return Err((
+                KEY,
+                format!(
+                    "{p} is mapped twice (to {before} and to {m}; codes are compared without case)"
+                ),
+            ));
+        }
+    }
     Ok(KnowledgeConfig {
         top_k: in_range("knowledge.top_k", k.top_k, 1, 20)?,
         index: k.index,
+        plant_codes,
     })
 }
 

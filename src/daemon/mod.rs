@@ -233,6 +233,7 @@ pub async fn run(
             path: cfg.knowledge.index.clone(),
             index: shared.pipeline.index.clone(),
             notifier: notifier.clone(),
+            plant_codes: cfg.knowledge.plant_codes.clone(),
         },
         reload,
         cancel.clone(),

@@ -22,6 +22,10 @@ pub struct Reloader {
     pub path: PathBuf,
     pub index: Arc<LiveIndex>,
     pub notifier: Arc<Notifier>,
+    /// `knowledge.plant_codes`: checked at start against the index; a reload
+    /// whose manuals lack a mapped code says so (the alarms under it are then
+    /// judged by their words).
+    pub plant_codes: std::collections::BTreeMap<String, String>,
 }
 
 /// What a reload did.
@@ -69,6 +73,10 @@ pub async fn run(r: Reloader, trigger: Arc<Notify>, cancel: CancellationToken) {
         match outcome {
             Ok(Outcome::Applied { passages, docs }) => {
                 tracing::info!(index = %shown, passages, docs, "index reloaded; new jobs use it");
+                let index = r.index.current();
+                for (plant, manual) in r.plant_codes.iter().filter(|(_, m)| !index.has_code(m)) {
+                    tracing::warn!(plant = %plant, manual = %manual, "config key knowledge.plant_codes: {plant} = {manual}: the reloaded manuals have no such code; alarms under {plant} are judged by their words until it is mapped again");
+                }
                 r.notifier
                     .status(&format!("index reloaded: {passages} passages from {shown}"));
             }

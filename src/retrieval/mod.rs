@@ -149,6 +149,15 @@ impl Index {
 
     /// The documents whose front matter names `class` (an alarm's `kind`),
     /// in index order; empty when no manual is for that equipment.
+    /// True when a manual of this index lists `code` (its front matter's
+    /// `codes:`), case ignored.
+    pub fn has_code(&self, code: &str) -> bool {
+        self.raw
+            .docs
+            .iter()
+            .any(|d| d.codes.iter().any(|c| c.eq_ignore_ascii_case(code)))
+    }
+
     pub fn docs_of_class(&self, class: &str) -> Vec<String> {
         self.raw
             .docs
