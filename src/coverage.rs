@@ -255,7 +255,7 @@ impl Deviation {
     /// The code's own: a `HI`/`HH` or `LO`/`LL` part (`BLR-WL-LO`).
     pub fn of_code(code: &str) -> Option<Self> {
         let parts = code.split(['-', '_']).map(|p| p.to_ascii_uppercase());
-        one_way(parts.filter_map(|p| match p.as_str() {
+        only(parts.filter_map(|p| match p.as_str() {
             "HI" | "HH" | "HIGH" => Some(Deviation::High),
             "LO" | "LL" | "LOW" => Some(Deviation::Low),
             _ => None,
@@ -284,7 +284,7 @@ impl Deviation {
                 _ => None,
             }
         });
-        one_way(words.chain(cjk))
+        only(words.chain(cjk))
     }
 }
 
@@ -307,7 +307,7 @@ impl Quantity {
     /// The code's own part (`ME-TC-RPM-HI`), when it names one.
     pub fn of_code(code: &str) -> Option<Self> {
         let parts = code.split(['-', '_']).map(|p| p.to_ascii_uppercase());
-        one_of(parts.filter_map(|p| match p.as_str() {
+        only(parts.filter_map(|p| match p.as_str() {
             "TEMP" => Some(Quantity::Temperature),
             "PRES" | "PRESS" => Some(Quantity::Pressure),
             "LVL" | "LEV" | "LEVEL" | "WL" => Some(Quantity::Level),
@@ -354,27 +354,15 @@ impl Quantity {
             .iter()
             .filter(|(w, _)| message.contains(w))
             .map(|&(_, q)| q);
-        one_of(words.chain(cjk))
+        only(words.chain(cjk))
     }
 }
 
-/// The one quantity all of `qs` name; None when they name none or several.
-fn one_of(qs: impl Iterator<Item = Quantity>) -> Option<Quantity> {
+/// The one thing all of `said` say (a deviation, a quantity); None when
+/// they say nothing or more than one.
+fn only<T: PartialEq + Copy>(said: impl Iterator<Item = T>) -> Option<T> {
     let mut seen = None;
-    for q in qs {
-        match seen {
-            None => seen = Some(q),
-            Some(s) if s != q => return None,
-            _ => {}
-        }
-    }
-    seen
-}
-
-/// The one way all of `ways` say; None when they say none or both.
-fn one_way(ways: impl Iterator<Item = Deviation>) -> Option<Deviation> {
-    let mut seen = None;
-    for w in ways {
+    for w in said {
         match seen {
             None => seen = Some(w),
             Some(s) if s != w => return None,
