@@ -28,6 +28,9 @@ pub struct Judged {
     /// The judgement's best match and section (for the misjudged list).
     pub best: f32,
     pub section: Option<String>,
+    /// A covered fault said covered by another fault's section (its code
+    /// not the gold section's): a confident answer from the wrong page.
+    pub elsewhere: bool,
 }
 
 impl Judged {
@@ -36,6 +39,16 @@ impl Judged {
             let code = g.section.split_whitespace().next().unwrap_or("");
             !code.eq_ignore_ascii_case(c.alarm.code.trim())
         });
+        let elsewhere = said == Coverage::Covered
+            && c.coverage == Coverage::Covered
+            && c.gold
+                .as_ref()
+                .zip(section.as_deref())
+                .is_some_and(|(g, s)| {
+                    let code = |t: &str| t.split_whitespace().next().unwrap_or("").to_string();
+                    let said_code = code(s.split(" § ").nth(1).unwrap_or(""));
+                    !said_code.eq_ignore_ascii_case(&code(&g.section))
+                });
         Judged {
             case: c.case.clone(),
             truth: c.coverage,
@@ -45,6 +58,7 @@ impl Judged {
             high,
             best,
             section,
+            elsewhere,
         }
     }
 }
@@ -73,6 +87,9 @@ pub struct Part {
     pub covered_said_covered: usize,
     /// "case: truth -> said (best 0.50 at doc § section)".
     pub misjudged: Vec<String>,
+    /// Covered faults said covered by another fault's section
+    /// ("case: covered by doc § section").
+    pub elsewhere: Vec<String>,
 }
 
 impl Part {
@@ -89,6 +106,13 @@ impl Part {
         } else {
             self.uncovered += 1;
             self.uncovered_ok += usize::from(j.said != Coverage::Covered && !j.high);
+        }
+        if j.elsewhere {
+            self.elsewhere.push(format!(
+                "{}: covered by {}",
+                j.case,
+                j.section.as_deref().unwrap_or("-")
+            ));
         }
         if (j.truth == Coverage::Covered) != (j.said == Coverage::Covered) {
             self.misjudged.push(format!(
@@ -131,8 +155,16 @@ impl Part {
             self.covered_said_covered,
             self.covered
         );
+        let _ = writeln!(
+            o,
+            "  covered faults said covered by another fault's section: {}",
+            self.elsewhere.len()
+        );
         for m in &self.misjudged {
             let _ = writeln!(o, "  misjudged {m}");
+        }
+        for m in &self.elsewhere {
+            let _ = writeln!(o, "  elsewhere {m}");
         }
         o
     }
@@ -180,7 +212,55 @@ mod tests {
             high,
             best: 0.5,
             section: None,
+            elsewhere: false,
         }
+    }
+
+    #[test]
+    fn a_covered_fault_said_covered_by_another_faults_section_is_counted() {
+        let case = |gold: &str| -> Case {
+            serde_json::from_value(serde_json::json!({
+                "case": "plant-9", "class": "ballast", "coverage": "covered",
+                "alarm": {"id": "plant-9", "ts": "2026-12-01T00:00:00Z", "equipment": "BP-2",
+                          "code": "PT-1", "severity": "major", "kind": "ballast"},
+                "gold": {"doc": "ballast-zh", "section": gold}
+            }))
+            .unwrap()
+        };
+        let said = Some("ballast-en § BAL-PUMP-PRES-LO causes".to_string());
+        let right = Judged::of(
+            &case("BAL-PUMP-PRES-LO 原因"),
+            Coverage::Covered,
+            false,
+            0.7,
+            said.clone(),
+        );
+        let wrong = Judged::of(
+            &case("BAL-VLV-FAIL 原因"),
+            Coverage::Covered,
+            false,
+            0.7,
+            said.clone(),
+        );
+        let related = Judged::of(
+            &case("BAL-VLV-FAIL 原因"),
+            Coverage::Related,
+            false,
+            0.3,
+            said,
+        );
+        assert!(!right.elsewhere && wrong.elsewhere && !related.elsewhere);
+        let r = CoverageReport::of(&[right, wrong, related]);
+        assert_eq!(
+            r.tuning.elsewhere,
+            vec!["plant-9: covered by ballast-en § BAL-PUMP-PRES-LO causes"]
+        );
+        assert!(
+            r.text()
+                .contains("said covered by another fault's section: 1"),
+            "{}",
+            r.text()
+        );
     }
 
     #[test]
