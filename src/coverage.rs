@@ -13,7 +13,9 @@
 //! start, against that pump's low pressure) is not taken for it. A message
 //! in the plant's own words may share few of them; then retrieval's
 //! ranking speaks: the equipment's section far ahead of every other
-//! fault's is the alarm's.
+//! fault's is the alarm's. A long message may name a section's alarm in
+//! full among much else; then the share is taken the other way round, of
+//! the section's name for its alarm that the message holds (`named`).
 //!
 //! `judge` is pure: an alarm and its passages in, a `Judgement` out;
 //! `judge_in` only looks up which manuals are the alarm's equipment's. It
@@ -115,14 +117,20 @@ pub fn judge(alarm: &Alarm, hits: &[Hit], equipment: Equipment) -> Judgement {
     judge_with(alarm, hits, equipment, &[])
 }
 
-/// `judge`, the message weighed against `alarms`, the own alarms of its
-/// equipment's causes sections (`Terms::weighted`).
+/// `judge`, the message weighed against the own alarms of `sections`, its
+/// equipment's causes sections (`Terms::weighted`), each of which it may
+/// also name in its own words (`named`).
 pub fn judge_with(
     alarm: &Alarm,
     hits: &[Hit],
     equipment: Equipment,
-    alarms: &[String],
+    sections: &[Hit],
 ) -> Judgement {
+    let alarms: Vec<String> = sections
+        .iter()
+        .filter_map(|h| own_alarm(h).map(str::to_string))
+        .collect();
+    let alarms = &alarms[..];
     let own = hits
         .iter()
         .find(|h| section_code(h).eq_ignore_ascii_case(alarm.code.trim()));
@@ -179,7 +187,14 @@ pub fn judge_with(
         Equipment::Unknown => None,
     };
     if best.0 < COVERED_AT {
-        if let Some(h) = ranked {
+        // Retrieval's ranking first, then the message naming one section's
+        // alarm in full.
+        let by = ranked.or_else(|| {
+            named(message, sections, alarms, &|h| {
+                !opposite(h) && matches!(equipment, Equipment::Known(_))
+            })
+        });
+        if let Some(h) = by {
             return Judgement {
                 coverage: Coverage::Covered,
                 best: best.0,
@@ -199,6 +214,96 @@ pub fn judge_with(
         best: best.0,
         section: best.1.map(|h| format!("{} § {}", h.doc, h.section)),
     }
+}
+
+/// A long message says much besides the fault (where, since when, what
+/// else was seen), so the share of it a section's alarm holds stays low
+/// even when it names that alarm in full. The other way round: the message
+/// holding this share of one of a section's names for its alarm (the
+/// sentence before its bracket, or one of the short forms in it), each word
+/// and Chinese character weighed as `Terms::weighted` weighs the message's,
+/// so that what every alarm of the equipment says counts for little and
+/// what only this one says decides.
+pub const NAMED_AT: f32 = 0.8;
+
+/// A name of fewer words and characters than this (`bilge alarm`, `火警`,
+/// `no output`) is held by messages about other faults too.
+const NAMED_UNITS: usize = 3;
+
+/// The names a section's own alarm gives it: the sentence before its
+/// bracket (and each side of a `:` or an `or` in it), and each short form
+/// in the bracket ("Ballast pump discharge pressure low or lost suction (ballast
+/// pump press low)").
+fn names(lead: &str) -> Vec<&str> {
+    let lead = lead.trim_end_matches(['.', '。']);
+    let (main, bracket) = match lead.find(['(', '（']) {
+        Some(i) => (&lead[..i], &lead[i..]),
+        None => (lead, ""),
+    };
+    let mut out = vec![main];
+    out.extend(main.split([':', '：']));
+    // "A or B" names the alarm by either.
+    out.extend(main.split(" or ").flat_map(|n| n.split('或')));
+    out.extend(
+        bracket
+            .trim_matches(['(', ')', '（', '）'])
+            .split([',', '，', '、', ';', '；']),
+    );
+    out.retain(|n| !n.trim().is_empty());
+    out.dedup();
+    out
+}
+
+/// The message without its clauses that say something is normal or not
+/// so ("艉管后轴承42℃正常，推力块温度正常", "自清滤器前后压差不大"): a
+/// watchkeeper lists what he checked, and a section named there is the one
+/// fault ruled out.
+const RULED_OUT_ZH: &[&str] = &["正常", "不大", "不高", "未见"];
+
+fn not_normal(message: &str) -> String {
+    message
+        .split([',', '，', '。', ';', '；'])
+        .filter(|clause| {
+            let lower = clause.to_lowercase();
+            !RULED_OUT_ZH.iter().any(|w| clause.contains(w))
+                && !lower
+                    .split(|c: char| !c.is_ascii_alphanumeric())
+                    .any(|w| matches!(w, "normal" | "normally" | "ok"))
+        })
+        .collect::<Vec<_>>()
+        .join("，")
+}
+
+/// The causes section among `sections` (the message's script's, `mine`)
+/// whose alarm the message names best, when it holds `NAMED_AT` of one of
+/// its names; the first of equals.
+fn named<'s>(
+    message: &str,
+    sections: &'s [Hit],
+    alarms: &[String],
+    mine: &dyn Fn(&Hit) -> bool,
+) -> Option<&'s Hit> {
+    let said = text_terms(&plain_degree(&cjk_units_out(&not_normal(message))));
+    let alarms = Alarms::of(alarms);
+    let zh = crate::retrieval::tokenize::has_cjk(message);
+    let mut best: (f32, Option<&Hit>) = (0.0, None);
+    for h in sections.iter().filter(|h| mine(h)) {
+        let Some(lead) = own_alarm(h) else { continue };
+        if crate::retrieval::tokenize::has_cjk(lead) != zh {
+            continue;
+        }
+        for name in names(lead) {
+            let terms = Terms::of(name).weighted_by(&alarms);
+            if terms.units() < NAMED_UNITS {
+                continue;
+            }
+            let s = terms.share_of(&terms.found_by(&said, |a, b| same_word(b, a)));
+            if s > best.0 {
+                best = (s, Some(h));
+            }
+        }
+    }
+    best.1.filter(|_| best.0 >= NAMED_AT)
 }
 
 /// The alarm's equipment's best-scored causes section, and how far ahead of
@@ -233,12 +338,7 @@ pub fn judge_in(index: &Index, alarm: &Alarm, hits: &[Hit]) -> Judgement {
         true => Equipment::Unknown,
         false => Equipment::Known(&docs),
     };
-    let alarms: Vec<String> = index
-        .causes_of(&docs)
-        .iter()
-        .filter_map(|h| own_alarm(h).map(str::to_string))
-        .collect();
-    judge_with(alarm, hits, equipment, &alarms)
+    judge_with(alarm, hits, equipment, &index.causes_of(&docs))
 }
 
 /// Which way a reading left its range, as a message or an alarm code says
@@ -449,12 +549,21 @@ impl Terms {
         }
     }
 
+    /// Its words and Chinese characters.
+    fn units(&self) -> usize {
+        self.words.len() + self.runs.iter().map(Vec::len).sum::<usize>()
+    }
+
     /// The share of the message that `said` (a section's `text_terms`)
     /// holds: words and Chinese characters alike, a word counting when the
     /// section writes it in full or shortened the way alarm texts shorten
     /// words ("press" for "pressure", "rcvr" for "receiver").
     fn share(&self, said: &[String]) -> f32 {
-        let found = self.found(said);
+        self.share_of(&self.found(said))
+    }
+
+    /// `share` over what `found` (or `found_by`) found.
+    fn share_of(&self, found: &[bool]) -> f32 {
         let weight = |i: usize| self.weights.get(i).copied().unwrap_or(1.0);
         let total: f32 = (0..found.len()).map(weight).sum();
         if total <= 0.0 {
@@ -466,10 +575,15 @@ impl Terms {
 
     /// Which of the message's words, then characters, `said` holds.
     fn found(&self, said: &[String]) -> Vec<bool> {
+        self.found_by(said, same_word)
+    }
+
+    /// `found`, a word matching when `same` says so.
+    fn found_by(&self, said: &[String], same: fn(&str, &str) -> bool) -> Vec<bool> {
         let mut out: Vec<bool> = self
             .words
             .iter()
-            .map(|t| said.iter().any(|s| same_word(t, s)))
+            .map(|t| said.iter().any(|s| same(t, s)))
             .collect();
         let has = |t: &str| said.iter().any(|s| s == t);
         for run in &self.runs {
@@ -495,15 +609,17 @@ impl Terms {
     /// fault, and weighs little; one none holds weighs 1. A word is weighed
     /// against the alarms written in Latin script, a character against the
     /// Chinese ones. Without alarms every unit weighs 1.
-    fn weighted(mut self, alarms: &[String]) -> Self {
-        let (zh, en): (Vec<&String>, Vec<&String>) = alarms
-            .iter()
-            .partition(|a| crate::retrieval::tokenize::has_cjk(a));
-        let df = |lines: &[&String]| -> Vec<f32> {
+    fn weighted(self, alarms: &[String]) -> Self {
+        self.weighted_by(&Alarms::of(alarms))
+    }
+
+    /// `weighted`, the alarms' terms made once (`Alarms`).
+    fn weighted_by(mut self, alarms: &Alarms) -> Self {
+        let df = |lines: &[Vec<String>]| -> Vec<f32> {
             let mut n =
                 vec![0usize; self.words.len() + self.runs.iter().map(Vec::len).sum::<usize>()];
             for l in lines {
-                for (i, f) in self.found(&text_terms(l)).into_iter().enumerate() {
+                for (i, f) in self.found(l).into_iter().enumerate() {
                     n[i] += usize::from(f);
                 }
             }
@@ -511,7 +627,8 @@ impl Terms {
                 .map(|c| c as f32 / lines.len().max(1) as f32)
                 .collect()
         };
-        let (en_df, zh_df) = (df(&en), df(&zh));
+        let (en, zh) = (&alarms.en, &alarms.zh);
+        let (en_df, zh_df) = (df(en), df(zh));
         self.weights = (0..en_df.len())
             .map(|i| match i < self.words.len() {
                 true => 1.0 - en_df[i],
@@ -519,6 +636,26 @@ impl Terms {
             })
             .collect();
         self
+    }
+}
+
+/// An equipment's section alarms as `Terms::weighted` reads them: each
+/// one's `text_terms`, Latin-script and Chinese apart.
+struct Alarms {
+    en: Vec<Vec<String>>,
+    zh: Vec<Vec<String>>,
+}
+
+impl Alarms {
+    fn of(alarms: &[String]) -> Self {
+        let (zh, en): (Vec<&String>, Vec<&String>) = alarms
+            .iter()
+            .partition(|a| crate::retrieval::tokenize::has_cjk(a));
+        let terms = |v: Vec<&String>| v.into_iter().map(|a| text_terms(a)).collect();
+        Alarms {
+            en: terms(en),
+            zh: terms(zh),
+        }
     }
 }
 
@@ -748,6 +885,94 @@ mod tests {
     }
 
     #[test]
+    fn a_long_message_that_names_a_sections_alarm_is_covered() {
+        // A watchkeeper's sentence holds far more than the alarm, so the
+        // section's alarm holds little of it; it still names that alarm.
+        let en = docs(&["ballast-en"]);
+        let a = alarm(
+            "PT-4411-L",
+            "No.2 ballast pump discharge pressure low, 0.8 bar during deballasting of \
+             No.3 P WBT, suction vacuum unstable, eductor line-up checked twice by the duty AB",
+        );
+        let j = judge_with(&a, &ballast(), Equipment::Known(&en), &ballast());
+        assert!(j.best < COVERED_AT, "{j:?}");
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+        assert_eq!(
+            j.section.as_deref(),
+            Some("ballast-en § BAL-PUMP-PRES-LO causes")
+        );
+        let zh = docs(&["ballast-zh"]);
+        let a = alarm(
+            "PT-4411-L",
+            "2号压载泵排出压力低 0.8bar，吸口真空不稳，已改用扫舱泵，值班水手已检查过阀门线路",
+        );
+        let j = judge_with(&a, &ballast_zh(), Equipment::Known(&zh), &ballast_zh());
+        assert!(j.best < COVERED_AT, "{j:?}");
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+        assert_eq!(
+            j.section.as_deref(),
+            Some("ballast-zh § BAL-PUMP-PRES-LO 原因")
+        );
+    }
+
+    #[test]
+    fn naming_only_the_equipment_or_a_fault_ruled_out_is_not_naming_the_alarm() {
+        let en = docs(&["ballast-en"]);
+        // Issue 30's own: the pump that will not start has no section.
+        let a = alarm(
+            "XA-17",
+            "Ballast pump will not start from the console, no running feedback",
+        );
+        let j = judge_with(&a, &ballast(), Equipment::Known(&en), &ballast());
+        assert_eq!(j.coverage, Coverage::Related, "{j:?}");
+        // What was checked and found normal is the fault it is not.
+        let a = alarm(
+            "XA-17",
+            "Ballast pump trips on start, motor overload relay; pump discharge pressure low \
+             or lost suction checked: normal",
+        );
+        let j = judge_with(&a, &ballast(), Equipment::Known(&en), &ballast());
+        assert_eq!(j.coverage, Coverage::Related, "{j:?}");
+        let zh = docs(&["ballast-zh"]);
+        let a = alarm(
+            "XA-17",
+            "1号压载泵启动失败，控制箱无运行反馈，排出压力低未见",
+        );
+        let j = judge_with(&a, &ballast_zh(), Equipment::Known(&zh), &ballast_zh());
+        assert_eq!(j.coverage, Coverage::Related, "{j:?}");
+        assert!(named(
+            "1号压载泵启动失败，控制箱无运行反馈，排出压力低",
+            &ballast_zh(),
+            &ballast_zh()
+                .iter()
+                .filter_map(|h| own_alarm(h).map(str::to_string))
+                .collect::<Vec<_>>(),
+            &|_| true
+        )
+        .is_some());
+        assert!(named(
+            "pump discharge pressure low or lost suction",
+            &ballast(),
+            &ballast()
+                .iter()
+                .filter_map(|h| own_alarm(h).map(str::to_string))
+                .collect::<Vec<_>>(),
+            &|_| true
+        )
+        .is_some());
+        // A short form of under three words and characters names nothing
+        // on its own: `position fail` is half of every valve message.
+        assert_eq!(
+            names("Ballast remote valve failure (valve fail to open or close, position fail)."),
+            vec![
+                "Ballast remote valve failure ",
+                "valve fail to open or close",
+                " position fail"
+            ]
+        );
+    }
+
+    #[test]
     fn a_section_for_the_opposite_deviation_does_not_cover_the_alarm() {
         let boiler = || {
             vec![causes(
@@ -966,6 +1191,22 @@ mod tests {
         .to_vec()
     }
 
+    /// The DO manual's causes sections, as `judge_in` passes them.
+    fn do_sections() -> Vec<Hit> {
+        let codes = ["DO-READ-LO", "DO-OUT-RANGE", "DO-OPTODE-ERR"];
+        do_alarms()
+            .iter()
+            .zip(codes)
+            .map(|(lead, code)| {
+                causes(
+                    "dissolved_oxygen-zh",
+                    code,
+                    &format!("{lead}可能原因：1）x。"),
+                )
+            })
+            .collect()
+    }
+
     fn optode() -> Hit {
         Hit {
             doc: "dissolved_oxygen-zh".into(),
@@ -987,12 +1228,12 @@ mod tests {
         let a = alarm("DO-9", "溶解氧传感器读数漂移");
         let flat = judge(&a, &[optode()], Equipment::Known(&d));
         assert_eq!(flat.coverage, Coverage::Covered, "{flat:?}");
-        let j = judge_with(&a, &[optode()], Equipment::Known(&d), &do_alarms());
+        let j = judge_with(&a, &[optode()], Equipment::Known(&d), &do_sections());
         assert_eq!(j.coverage, Coverage::Related, "{j:?}");
         assert!(j.best < flat.best, "{j:?} {flat:?}");
         // The optode's own fault, in the plant's words, stays covered.
         let a = alarm("DO-9", "溶解氧传感器故障 无信号");
-        let j = judge_with(&a, &[optode()], Equipment::Known(&d), &do_alarms());
+        let j = judge_with(&a, &[optode()], Equipment::Known(&d), &do_sections());
         assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
     }
 
