@@ -940,26 +940,14 @@ mod tests {
         );
         let j = judge_with(&a, &ballast_zh(), Equipment::Known(&zh), &ballast_zh());
         assert_eq!(j.coverage, Coverage::Related, "{j:?}");
-        assert!(named(
+        assert!(names_one(
             "1号压载泵启动失败，控制箱无运行反馈，排出压力低",
-            &ballast_zh(),
             &ballast_zh()
-                .iter()
-                .filter_map(|h| own_alarm(h).map(str::to_string))
-                .collect::<Vec<_>>(),
-            &|_| true
-        )
-        .is_some());
-        assert!(named(
+        ));
+        assert!(names_one(
             "pump discharge pressure low or lost suction",
-            &ballast(),
             &ballast()
-                .iter()
-                .filter_map(|h| own_alarm(h).map(str::to_string))
-                .collect::<Vec<_>>(),
-            &|_| true
-        )
-        .is_some());
+        ));
         // A short form of under three words and characters names nothing
         // on its own: `position fail` is half of every valve message.
         assert_eq!(
@@ -970,6 +958,16 @@ mod tests {
                 " position fail"
             ]
         );
+        assert!(!names_one("valve position fail", &ballast()));
+    }
+
+    /// Whether `message` names one of `sections`' alarms (`named`).
+    fn names_one(message: &str, sections: &[Hit]) -> bool {
+        let alarms: Vec<String> = sections
+            .iter()
+            .filter_map(|h| own_alarm(h).map(str::to_string))
+            .collect();
+        named(message, sections, &alarms, &|_| true).is_some()
     }
 
     #[test]
