@@ -148,7 +148,7 @@ pub fn judge_with(
         .unwrap_or(&alarm.code);
     let terms = Terms::of(message).weighted(alarms);
     let way = Deviation::of_message(message);
-    let quantity = Quantity::of_message(message);
+    let quantity = Quantity::of_alarm(alarm, message);
     // A section for the other way, or for another quantity, is not this
     // alarm's, however alike the rest of its words.
     let opposite = |h: &Hit| {
@@ -190,7 +190,7 @@ pub fn judge_with(
         // Retrieval's ranking first, then the message naming one section's
         // alarm in full.
         let by = ranked.or_else(|| {
-            named(message, sections, alarms, &|h| {
+            named(message, sections, hits, alarms, &|h| {
                 !opposite(h) && matches!(equipment, Equipment::Known(_))
             })
         });
@@ -254,8 +254,9 @@ fn names(lead: &str) -> Vec<&str> {
     out
 }
 
-/// The message without its clauses that say something is normal or not
-/// so ("艉管后轴承42℃正常，推力块温度正常", "自清滤器前后压差不大"): a
+/// The message without its clauses that say something is normal, not so,
+/// or still as it was ("艉管后轴承42℃正常，推力块温度正常",
+/// "自清滤器前后压差不大", "GNSS still inside the watch circle"): a
 /// watchkeeper lists what he checked, and a section named there is the one
 /// fault ruled out.
 const RULED_OUT_ZH: &[&str] = &["正常", "不大", "不高", "未见"];
@@ -265,7 +266,15 @@ fn not_normal(message: &str) -> String {
         .split([',', '，', '。', ';', '；'])
         .filter(|clause| {
             let lower = clause.to_lowercase();
-            !RULED_OUT_ZH.iter().any(|w| clause.contains(w))
+            // `still` without a change is a state as it was: `LO inlet
+            // pressure still 2.7 bar`, `GNSS位置仍在监控圈内`.
+            let unchanged = (lower
+                .split(|c: char| !c.is_ascii_alphanumeric())
+                .any(|w| w == "still")
+                || clause.contains('仍'))
+                && Deviation::of_trend(clause).is_none();
+            !unchanged
+                && !RULED_OUT_ZH.iter().any(|w| clause.contains(w))
                 && !lower
                     .split(|c: char| !c.is_ascii_alphanumeric())
                     .any(|w| matches!(w, "normal" | "normally" | "ok"))
@@ -280,14 +289,24 @@ fn not_normal(message: &str) -> String {
 fn named<'s>(
     message: &str,
     sections: &'s [Hit],
+    hits: &[Hit],
     alarms: &[String],
     mine: &dyn Fn(&Hit) -> bool,
 ) -> Option<&'s Hit> {
+    // Of sections named as well, the one retrieval ranks first.
+    let rank = |h: &Hit| {
+        hits.iter()
+            .filter(|r| r.doc == h.doc && section_code(r) == section_code(h))
+            .map(|r| r.score)
+            .fold(0.0, f32::max)
+    };
+    let mut sections: Vec<&Hit> = sections.iter().filter(|h| mine(h)).collect();
+    sections.sort_by(|a, b| rank(b).total_cmp(&rank(a)));
     let said = text_terms(&plain_degree(&cjk_units_out(&not_normal(message))));
     let alarms = Alarms::of(alarms);
     let zh = crate::retrieval::tokenize::has_cjk(message);
     let mut best: (f32, Option<&Hit>) = (0.0, None);
-    for h in sections.iter().filter(|h| mine(h)) {
+    for h in sections {
         let Some(lead) = own_alarm(h) else { continue };
         if crate::retrieval::tokenize::has_cjk(lead) != zh {
             continue;
@@ -352,6 +371,57 @@ pub enum Deviation {
 }
 
 impl Deviation {
+    /// The way a message says the reading is going (`rising`, `creeping
+    /// up`, `降到`), when it says one way only.
+    pub fn of_trend(message: &str) -> Option<Self> {
+        const UP: &[&str] = &[
+            "rising",
+            "rises",
+            "risen",
+            "climbing",
+            "climbs",
+            "climbed",
+            "increasing",
+            "going up",
+            "creeping up",
+            "went up",
+            "gone up",
+            "上升",
+            "升高",
+            "升到",
+            "升至",
+            "涨",
+        ];
+        const DOWN: &[&str] = &[
+            "falling",
+            "fell",
+            "dropping",
+            "dropped",
+            "decreasing",
+            "going down",
+            "went down",
+            "sliding",
+            "下降",
+            "降到",
+            "降至",
+            "降低",
+            "下跌",
+        ];
+        let lower = message.to_lowercase();
+        let has = |w: &str| match w.is_ascii() {
+            true => lower
+                .match_indices(w)
+                .any(|(i, _)| !lower[..i].ends_with(|c: char| c.is_ascii_alphanumeric())),
+            false => message.contains(w),
+        };
+        only(
+            UP.iter()
+                .filter(|w| has(w))
+                .map(|_| Deviation::High)
+                .chain(DOWN.iter().filter(|w| has(w)).map(|_| Deviation::Low)),
+        )
+    }
+
     /// The code's own: a `HI`/`HH` or `LO`/`LL` part (`BLR-WL-LO`).
     pub fn of_code(code: &str) -> Option<Self> {
         let parts = code.split(['-', '_']).map(|p| p.to_ascii_uppercase());
@@ -368,10 +438,19 @@ impl Deviation {
     /// it says neither, or both.
     pub fn of_message(message: &str) -> Option<Self> {
         let text = plain_degree(message);
-        let words = text
+        let all: Vec<String> = text
             .split(|c: char| !c.is_ascii_alphanumeric())
-            .filter_map(|w| match w.to_ascii_lowercase().as_str() {
+            .filter(|w| !w.is_empty())
+            .map(str::to_ascii_lowercase)
+            .collect();
+        let words = all
+            .iter()
+            .enumerate()
+            .filter_map(|(i, w)| match w.as_str() {
                 "high" | "hi" | "hh" | "hihi" => Some(Deviation::High),
+                // `LO` before a word is lube oil (`ME LO filter dP`); a
+                // deviation ends the alarm or comes before its reading.
+                "lo" if lube_oil(all.get(i + 1)) => None,
                 "low" | "lo" | "ll" | "lolo" => Some(Deviation::Low),
                 _ => None,
             });
@@ -386,6 +465,18 @@ impl Deviation {
         });
         only(words.chain(cjk))
     }
+}
+
+/// Whether `lo` followed by `next` is lube oil: a word follows it that is
+/// not a reading or an alarm's state.
+fn lube_oil(next: Option<&String>) -> bool {
+    next.is_some_and(|n| {
+        !n.starts_with(|c: char| c.is_ascii_digit())
+            && !matches!(
+                n.as_str(),
+                "alarm" | "alm" | "trip" | "sd" | "shutdown" | "lo" | "ll" | "limit" | "set"
+            )
+    })
 }
 
 /// What a reading measures, as a message or an alarm code names it: a
@@ -418,6 +509,34 @@ impl Quantity {
             "FLOW" => Some(Quantity::Flow),
             _ => None,
         }))
+    }
+
+    /// The alarm's: its reading's unit's, which says what it measures,
+    /// else the message's (a message may name other quantities beside it:
+    /// `主电池11.4V…充电电流只有0.6A`).
+    pub fn of_alarm(alarm: &Alarm, message: &str) -> Option<Self> {
+        match alarm.unit.as_deref().map(Quantity::of_unit) {
+            Some(Some(q)) => Some(q),
+            _ => Quantity::of_message(message),
+        }
+    }
+
+    /// The unit's, when it is one of a single quantity (`V`, `bar`, `°C`,
+    /// `mm/s`); None for units of several (`%`, `m`) or none of these.
+    pub fn of_unit(unit: &str) -> Option<Self> {
+        let u = unit.trim().to_ascii_lowercase();
+        match u.as_str() {
+            "degc" | "°c" | "℃" | "c" | "degf" | "°f" | "k" => Some(Quantity::Temperature),
+            "bar" | "barg" | "mbar" | "kpa" | "mpa" | "pa" | "psi" | "hpa" => {
+                Some(Quantity::Pressure)
+            }
+            "mm/s" => Some(Quantity::Vibration),
+            "rpm" | "r/min" => Some(Quantity::Speed),
+            "v" | "vdc" | "vac" | "kv" | "mv" => Some(Quantity::Voltage),
+            "a" | "ma" | "ka" => Some(Quantity::Current),
+            "m3/h" | "m³/h" | "l/h" | "l/min" | "t/h" => Some(Quantity::Flow),
+            _ => None,
+        }
     }
 
     /// The message's, when it names one quantity only (None for none or
@@ -884,6 +1003,91 @@ mod tests {
         ids.iter().map(|s| s.to_string()).collect()
     }
 
+    fn lube_oil() -> Vec<Hit> {
+        let doc = "main_engine_lube_oil-en";
+        vec![
+            causes(doc, "ME-LO-PRES-LO", "Main engine lube oil inlet pressure low (LO press low, main bearing oil pressure low). Probable causes, most likely first: 1) clogged LO automatic filter."),
+            causes(doc, "ME-LO-TEMP-HI", "Main engine lube oil inlet temperature high (LO temp high, oil cooler outlet temperature high). Probable causes, most likely first: 1) LO cooler fouled."),
+            causes(doc, "ME-LO-FILT-DP-HI", "Main engine lube oil filter differential pressure high (LO filter DP high, autofilter clogged). Probable causes, most likely first: 1) automatic back-flushing not working."),
+        ]
+    }
+
+    #[test]
+    fn lo_before_a_word_is_lube_oil_not_low() {
+        use Deviation::*;
+        assert_eq!(Deviation::of_message("ME LO autofilter dP 1.1 bar"), None);
+        assert_eq!(
+            Deviation::of_message("ME LO AUTO FLTR dP 1.4 BAR HI"),
+            Some(High)
+        );
+        assert_eq!(Deviation::of_message("ME FO INLET P LO 5.2 BAR"), Some(Low));
+        assert_eq!(Deviation::of_message("GEN LO PRESS LO"), Some(Low));
+        assert_eq!(Deviation::of_message("SWB IR LO ALARM"), Some(Low));
+        // So a lube oil filter's dP is not taken for a low, and its section
+        // for the other way: it was vetoed.
+        let d = docs(&["main_engine_lube_oil-en"]);
+        let a = alarm(
+            "PDT-2203",
+            "ME LO filter dP 1.1 bar, flush counter unchanged last 6 h",
+        );
+        let j = judge_with(&a, &lube_oil(), Equipment::Known(&d), &lube_oil());
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+        assert_eq!(
+            j.section.as_deref(),
+            Some("main_engine_lube_oil-en § ME-LO-FILT-DP-HI causes")
+        );
+    }
+
+    #[test]
+    fn the_readings_unit_says_its_quantity_whatever_else_the_message_names() {
+        let msg = "3号浮标主电池11.4V，夜间最低值逐日下降，白天充电电流只有0.6A";
+        let volts = Alarm {
+            unit: Some("V".into()),
+            ..alarm("V_BATT_L", msg)
+        };
+        assert_eq!(Quantity::of_alarm(&volts, msg), Some(Quantity::Voltage));
+        // Without a unit the message's one quantity word decides, and would
+        // veto the battery voltage section.
+        assert_eq!(
+            Quantity::of_alarm(&alarm("V_BATT_L", msg), msg),
+            Some(Quantity::Current)
+        );
+        let pct = Alarm {
+            unit: Some("%".into()),
+            ..alarm("V_BATT_L", msg)
+        };
+        assert_eq!(Quantity::of_alarm(&pct, msg), Some(Quantity::Current));
+        assert_eq!(Quantity::of_unit("℃"), Some(Quantity::Temperature));
+        assert_eq!(Quantity::of_unit("MPa"), Some(Quantity::Pressure));
+    }
+
+    #[test]
+    fn of_two_sections_named_alike_the_one_retrieval_ranks_first_is_taken() {
+        let d = docs(&["main_engine_lube_oil-en"]);
+        // Names both the low inlet pressure and the filter's dP; retrieval
+        // ranks the filter first.
+        let msg = "Watch log: ME LO filter DP high on the autofilter, counter unchanged; LO inlet pressure LO 2.2 bar";
+        let mut hits = lube_oil();
+        hits[0].score = 10.0;
+        hits[2].score = 12.0;
+        let a = alarm("XA-1", msg);
+        let j = judge_with(&a, &hits, Equipment::Known(&d), &lube_oil());
+        assert_eq!(
+            j.section.as_deref(),
+            Some("main_engine_lube_oil-en § ME-LO-FILT-DP-HI causes"),
+            "{j:?}"
+        );
+        // `still` with no change is as it was: not the fault.
+        let still = alarm(
+            "XA-1",
+            "Autofilter flushing every minute; LO inlet pressure still 2.2 bar",
+        );
+        assert_eq!(
+            judge_with(&still, &lube_oil(), Equipment::Known(&d), &lube_oil()).coverage,
+            Coverage::Related
+        );
+    }
+
     #[test]
     fn a_long_message_that_names_a_sections_alarm_is_covered() {
         // A watchkeeper's sentence holds far more than the alarm, so the
@@ -967,7 +1171,7 @@ mod tests {
             .iter()
             .filter_map(|h| own_alarm(h).map(str::to_string))
             .collect();
-        named(message, sections, &alarms, &|_| true).is_some()
+        named(message, sections, &[], &alarms, &|_| true).is_some()
     }
 
     #[test]
