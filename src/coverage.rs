@@ -126,11 +126,6 @@ pub fn judge_with(
     equipment: Equipment,
     sections: &[Hit],
 ) -> Judgement {
-    let alarms: Vec<String> = sections
-        .iter()
-        .filter_map(|h| own_alarm(h).map(str::to_string))
-        .collect();
-    let alarms = &alarms[..];
     let own = hits
         .iter()
         .find(|h| section_code(h).eq_ignore_ascii_case(alarm.code.trim()));
@@ -146,7 +141,13 @@ pub fn judge_with(
         .as_deref()
         .filter(|m| !m.trim().is_empty())
         .unwrap_or(&alarm.code);
-    let terms = Terms::of(message).weighted(alarms);
+    let texts: Vec<String> = sections
+        .iter()
+        .filter_map(|h| own_alarm(h).map(str::to_string))
+        .collect();
+    // The equipment's alarms read once, for the message and for every name.
+    let alarms = Alarms::of(&texts);
+    let terms = Terms::of(message).weighted(&alarms);
     let way = Deviation::of_message(message);
     let quantity = Quantity::of_alarm(alarm, message);
     // A section for the other way, or for another quantity, is not this
@@ -190,7 +191,7 @@ pub fn judge_with(
         // Retrieval's ranking first, then the message naming one section's
         // alarm in full.
         let by = ranked.or_else(|| {
-            named(message, sections, hits, alarms, &|h| {
+            named(message, sections, hits, &alarms, &|h| {
                 !opposite(h) && matches!(equipment, Equipment::Known(_))
             })
         });
@@ -285,12 +286,12 @@ fn not_normal(message: &str) -> String {
 
 /// The causes section among `sections` (the message's script's, `mine`)
 /// whose alarm the message names best, when it holds `NAMED_AT` of one of
-/// its names; the first of equals.
+/// its names; of equals, the one retrieval ranks first.
 fn named<'s>(
     message: &str,
     sections: &'s [Hit],
     hits: &[Hit],
-    alarms: &[String],
+    alarms: &Alarms,
     mine: &dyn Fn(&Hit) -> bool,
 ) -> Option<&'s Hit> {
     // Of sections named as well, the one retrieval ranks first.
@@ -303,7 +304,6 @@ fn named<'s>(
     let mut sections: Vec<&Hit> = sections.iter().filter(|h| mine(h)).collect();
     sections.sort_by(|a, b| rank(b).total_cmp(&rank(a)));
     let said = text_terms(&plain_degree(&cjk_units_out(&not_normal(message))));
-    let alarms = Alarms::of(alarms);
     let zh = crate::retrieval::tokenize::has_cjk(message);
     let mut best: (f32, Option<&Hit>) = (0.0, None);
     for h in sections {
@@ -312,7 +312,7 @@ fn named<'s>(
             continue;
         }
         for name in names(lead) {
-            let terms = Terms::of(name).weighted_by(&alarms);
+            let terms = Terms::of(name).weighted(alarms);
             if terms.units() < NAMED_UNITS {
                 continue;
             }
@@ -728,12 +728,7 @@ impl Terms {
     /// fault, and weighs little; one none holds weighs 1. A word is weighed
     /// against the alarms written in Latin script, a character against the
     /// Chinese ones. Without alarms every unit weighs 1.
-    fn weighted(self, alarms: &[String]) -> Self {
-        self.weighted_by(&Alarms::of(alarms))
-    }
-
-    /// `weighted`, the alarms' terms made once (`Alarms`).
-    fn weighted_by(mut self, alarms: &Alarms) -> Self {
+    fn weighted(mut self, alarms: &Alarms) -> Self {
         let df = |lines: &[Vec<String>]| -> Vec<f32> {
             let mut n =
                 vec![0usize; self.words.len() + self.runs.iter().map(Vec::len).sum::<usize>()];
@@ -1171,7 +1166,7 @@ mod tests {
             .iter()
             .filter_map(|h| own_alarm(h).map(str::to_string))
             .collect();
-        named(message, sections, &[], &alarms, &|_| true).is_some()
+        named(message, sections, &[], &Alarms::of(&alarms), &|_| true).is_some()
     }
 
     #[test]
@@ -1441,7 +1436,7 @@ mod tests {
 
     #[test]
     fn a_word_is_weighed_against_alarms_in_its_own_script() {
-        let t = Terms::of("DO sensor 读数漂移").weighted(&do_alarms());
+        let t = Terms::of("DO sensor 读数漂移").weighted(&Alarms::of(&do_alarms()));
         // No English alarm: the words weigh 1; 读数 is in two of three
         // Chinese alarms, 漂移 in none.
         assert_eq!(t.weights[..2], [1.0, 1.0]);
