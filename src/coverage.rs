@@ -28,6 +28,8 @@ use crate::retrieval::knowledge::ListKind;
 use crate::retrieval::tokenize::is_cjk;
 use crate::retrieval::{Hit, Index};
 
+mod glossary;
+
 /// What the manuals hold for an alarm's fault (wire field `coverage`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -303,7 +305,9 @@ fn named<'s>(
     };
     let mut sections: Vec<&Hit> = sections.iter().filter(|h| mine(h)).collect();
     sections.sort_by(|a, b| rank(b).total_cmp(&rank(a)));
-    let said = text_terms(&plain_degree(&cjk_units_out(&not_normal(message))));
+    let said = text_terms(&plain_degree(&cjk_units_out(&glossary::expand(
+        &not_normal(message),
+    ))));
     let zh = crate::retrieval::tokenize::has_cjk(message);
     let mut best: (f32, Option<&Hit>) = (0.0, None);
     for h in sections {
@@ -1005,6 +1009,52 @@ mod tests {
             causes(doc, "ME-LO-TEMP-HI", "Main engine lube oil inlet temperature high (LO temp high, oil cooler outlet temperature high). Probable causes, most likely first: 1) LO cooler fouled."),
             causes(doc, "ME-LO-FILT-DP-HI", "Main engine lube oil filter differential pressure high (LO filter DP high, autofilter clogged). Probable causes, most likely first: 1) automatic back-flushing not working."),
         ]
+    }
+
+    fn starting_air() -> Vec<Hit> {
+        let doc = "main_engine_starting_air-en";
+        vec![
+            causes(doc, "ME-SA-PRES-LO", "Main engine starting air receiver pressure low (start air press low, air bottle pressure low, normally 25–30 bar). Probable causes, most likely first: 1) compressor not running."),
+            causes(doc, "ME-SA-START-FAIL", "Main engine start failure (failed to start, no start air, engine does not fire). Probable causes, most likely first: 1) main starting valve stuck."),
+            causes(doc, "ME-SA-PIPE-TEMP-HI", "Main engine starting air pipe temperature high on a cylinder branch (start air line hot). Probable causes, most likely first: 1) cylinder starting valve leaking."),
+        ]
+    }
+
+    fn generator_zh() -> Vec<Hit> {
+        let doc = "generator-zh";
+        vec![
+            causes(doc, "DG-REV-PWR", "柴油发电机逆功率跳闸（发电机变电动机运行）。可能原因，按可能性排序：1）原动机燃油供给中断。"),
+            causes(doc, "DG-OVERSPEED", "柴油发电机超速停车（转速过高）。可能原因，按可能性排序：1）调速器故障。"),
+            causes(doc, "DG-FREQ-LO", "发电机频率低（电网频率低，转速下降）。可能原因，按可能性排序：1）负载过大。"),
+            causes(doc, "DG-LO-PRES-LO", "柴油发电机滑油压力低。可能原因，按可能性排序：1）油底壳油位低。"),
+        ]
+    }
+
+    #[test]
+    fn a_section_named_in_the_trades_words_covers_the_alarm() {
+        // `will not start` is the manual's `start failure`; `跳开` its
+        // `跳闸`. Without the trade's words both were related.
+        let d = docs(&["main_engine_starting_air-en"]);
+        let a = alarm("XA-3301", "Main engine will not start from bridge control");
+        let j = judge_with(&a, &starting_air(), Equipment::Known(&d), &starting_air());
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+        assert_eq!(
+            j.section.as_deref(),
+            Some("main_engine_starting_air-en § ME-SA-START-FAIL causes")
+        );
+        let d = docs(&["generator-zh"]);
+        let a = alarm(
+            "AL-2207",
+            "2号发电机并联运行时主开关突然跳开，保护继电器显示功率倒送",
+        );
+        let j = judge_with(&a, &generator_zh(), Equipment::Known(&d), &generator_zh());
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+        assert_eq!(j.section.as_deref(), Some("generator-zh § DG-REV-PWR 原因"));
+        // The same machine's fault no section names stays related.
+        let d = docs(&["main_engine_starting_air-en"]);
+        let a = alarm("XA-3302", "Main engine turning gear engaged interlock");
+        let j = judge_with(&a, &starting_air(), Equipment::Known(&d), &starting_air());
+        assert_eq!(j.coverage, Coverage::Related, "{j:?}");
     }
 
     #[test]
