@@ -150,14 +150,28 @@ pub fn judge_with(
     // The equipment's alarms read once, for the message and for every name.
     let alarms = Alarms::of(&texts);
     let terms = Terms::of(message).weighted(&alarms);
-    let way = Deviation::of_message(message);
+    // What the watchkeeper found fine says nothing of the way, the
+    // quantity or the medium of the fault.
+    let faulty = not_normal(message);
+    // A message that says no way in words may say it by a trend
+    // (`level still rising`, `降到-3℃`) or by its reading against its
+    // threshold.
+    let way = Deviation::of_message(message)
+        .or_else(|| Deviation::of_trend(&faulty))
+        .or_else(|| Deviation::of_reading(alarm));
     let quantity = Quantity::of_alarm(alarm, message);
-    // A section for the other way, or for another quantity, is not this
-    // alarm's, however alike the rest of its words.
+    let medium = Medium::of_message(&faulty);
+    // A section for the other way, for another quantity its own alarm does
+    // not name, or for another medium of the same machine (its sea water
+    // pump, against the jacket water's pressure), is not this alarm's,
+    // however alike the rest of its words.
     let opposite = |h: &Hit| {
         let code = section_code(h);
+        let lead = own_alarm(h).unwrap_or("");
         matches!((way, Deviation::of_code(code)), (Some(a), Some(b)) if a != b)
-            || matches!((quantity, Quantity::of_code(code)), (Some(a), Some(b)) if a != b)
+            || matches!((quantity, Quantity::of_code(code)),
+                (Some(a), Some(b)) if a != b && !Quantity::named_in(lead).contains(&a))
+            || matches!((medium, Medium::of_code(code)), (Some(a), Some(b)) if a != b)
     };
     let mine = |h: &Hit| {
         !opposite(h)
@@ -426,6 +440,18 @@ impl Deviation {
         )
     }
 
+    /// The reading's: its value above its threshold, or under it. None
+    /// when either is missing or under zero, where a vacuum's `-78 kPa`
+    /// above `-85` is a low vacuum.
+    pub fn of_reading(alarm: &Alarm) -> Option<Self> {
+        match (alarm.value, alarm.threshold) {
+            (Some(v), Some(t)) if v < 0.0 || t < 0.0 => None,
+            (Some(v), Some(t)) if v > t => Some(Deviation::High),
+            (Some(v), Some(t)) if v < t => Some(Deviation::Low),
+            _ => None,
+        }
+    }
+
     /// The code's own: a `HI`/`HH` or `LO`/`LL` part (`BLR-WL-LO`).
     pub fn of_code(code: &str) -> Option<Self> {
         let parts = code.split(['-', '_']).map(|p| p.to_ascii_uppercase());
@@ -451,6 +477,8 @@ impl Deviation {
             .iter()
             .enumerate()
             .filter_map(|(i, w)| match w.as_str() {
+                // A burner's `low fire` is its firing rate, not a reading.
+                "high" | "low" if firing(all.get(i + 1)) => None,
                 "high" | "hi" | "hh" | "hihi" => Some(Deviation::High),
                 // `LO` before a word is lube oil (`ME LO filter dP`); a
                 // deviation ends the alarm or comes before its reading.
@@ -460,7 +488,7 @@ impl Deviation {
             });
         let chars: Vec<char> = text.chars().collect();
         let cjk = (0..chars.len()).filter_map(|i| {
-            let circuit = matches!(chars.get(i + 1), Some('温' | '压'));
+            let circuit = matches!(chars.get(i + 1), Some('温' | '压' | '火'));
             match chars[i] {
                 '高' if !circuit => Some(Deviation::High),
                 '低' if !circuit => Some(Deviation::Low),
@@ -469,6 +497,12 @@ impl Deviation {
         });
         only(words.chain(cjk))
     }
+}
+
+/// Whether `high` or `low` followed by `next` is a burner's firing rate
+/// (`low fire`, `high flame`).
+fn firing(next: Option<&String>) -> bool {
+    next.is_some_and(|n| matches!(n.as_str(), "fire" | "firing" | "flame"))
 }
 
 /// Whether `lo` followed by `next` is lube oil: a word follows it that is
@@ -496,6 +530,7 @@ pub enum Quantity {
     Voltage,
     Current,
     Flow,
+    Viscosity,
 }
 
 impl Quantity {
@@ -507,10 +542,12 @@ impl Quantity {
             "PRES" | "PRESS" => Some(Quantity::Pressure),
             "LVL" | "LEV" | "LEVEL" | "WL" => Some(Quantity::Level),
             "VIB" => Some(Quantity::Vibration),
-            "RPM" | "SPEED" | "OVERSPEED" => Some(Quantity::Speed),
+            // A generator's frequency is its speed.
+            "RPM" | "SPEED" | "OVERSPEED" | "FREQ" => Some(Quantity::Speed),
             "VOLT" => Some(Quantity::Voltage),
             "CURR" | "AMP" => Some(Quantity::Current),
             "FLOW" => Some(Quantity::Flow),
+            "VISC" => Some(Quantity::Viscosity),
             _ => None,
         }))
     }
@@ -535,7 +572,8 @@ impl Quantity {
                 Some(Quantity::Pressure)
             }
             "mm/s" => Some(Quantity::Vibration),
-            "rpm" | "r/min" => Some(Quantity::Speed),
+            "rpm" | "r/min" | "hz" => Some(Quantity::Speed),
+            "cst" | "mm2/s" | "mm²/s" => Some(Quantity::Viscosity),
             "v" | "vdc" | "vac" | "kv" | "mv" => Some(Quantity::Voltage),
             "a" | "ma" | "ka" => Some(Quantity::Current),
             "m3/h" | "m³/h" | "l/h" | "l/min" | "t/h" => Some(Quantity::Flow),
@@ -546,6 +584,20 @@ impl Quantity {
     /// The message's, when it names one quantity only (None for none or
     /// several: `高温淡水压力低` names a temperature circuit and a pressure).
     pub fn of_message(message: &str) -> Option<Self> {
+        only(Self::mentioned(message).into_iter())
+    }
+
+    /// Every quantity a text names (a section's own alarm may name two:
+    /// `bus voltage or frequency abnormal`).
+    pub fn named_in(text: &str) -> Vec<Self> {
+        // `高温淡水` is the jacket water's circuit, not a temperature.
+        let text = text.replace("高温", "").replace("低温", "");
+        let mut all = Self::mentioned(&text);
+        all.dedup();
+        all
+    }
+
+    fn mentioned(message: &str) -> Vec<Self> {
         let words = message
             .split(|c: char| !c.is_ascii_alphanumeric())
             .filter_map(|w| match w.to_ascii_lowercase().as_str() {
@@ -553,7 +605,10 @@ impl Quantity {
                 "press" | "pressure" | "pres" => Some(Quantity::Pressure),
                 "level" | "lvl" | "lev" => Some(Quantity::Level),
                 "vib" | "vibration" | "vibrations" => Some(Quantity::Vibration),
-                "rpm" | "speed" | "overspeed" => Some(Quantity::Speed),
+                "rpm" | "speed" | "overspeed" | "freq" | "frequency" | "hz" => {
+                    Some(Quantity::Speed)
+                }
+                "visc" | "visco" | "viscosity" => Some(Quantity::Viscosity),
                 "voltage" | "volt" | "volts" => Some(Quantity::Voltage),
                 "current" | "amps" => Some(Quantity::Current),
                 "flow" => Some(Quantity::Flow),
@@ -572,11 +627,89 @@ impl Quantity {
             ("电压", Quantity::Voltage),
             ("电流", Quantity::Current),
             ("流量", Quantity::Flow),
+            ("频率", Quantity::Speed),
+            ("粘度", Quantity::Viscosity),
+            ("黏度", Quantity::Viscosity),
         ];
         let cjk = CJK
             .iter()
             .filter(|(w, _)| message.contains(w))
             .map(|&(_, q)| q);
+        let mut all: Vec<Self> = words.chain(cjk).collect();
+        all.sort_by_key(|q| *q as u8);
+        all
+    }
+}
+
+/// What flows where the fault is, when a message or a section's code says
+/// it: a machine's sea water pump is not its jacket water, its fuel oil not
+/// its lube oil, though both are pressures of the same engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Medium {
+    SeaWater,
+    JacketWater,
+    LubeOil,
+    FuelOil,
+}
+
+impl Medium {
+    /// The code's own part (`ME-JCW-PRES-LO`, `DG-LO-PRES-LO`): `LO`
+    /// before the last part is lube oil, as the last it is low.
+    pub fn of_code(code: &str) -> Option<Self> {
+        let parts: Vec<String> = code
+            .split(['-', '_'])
+            .map(|p| p.to_ascii_uppercase())
+            .collect();
+        let last = parts.len().saturating_sub(1);
+        only(
+            parts
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| match p.as_str() {
+                    "SW" => Some(Medium::SeaWater),
+                    "JCW" | "JW" => Some(Medium::JacketWater),
+                    "LO" if i < last => Some(Medium::LubeOil),
+                    "FO" => Some(Medium::FuelOil),
+                    _ => None,
+                }),
+        )
+    }
+
+    /// The message's, when it names one medium only.
+    pub fn of_message(message: &str) -> Option<Self> {
+        let lower = message.to_ascii_lowercase();
+        let all: Vec<&str> = lower
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .collect();
+        let words = all.iter().enumerate().filter_map(|(i, w)| match *w {
+            "sw" | "seawater" => Some(Medium::SeaWater),
+            "sea" if all.get(i + 1) == Some(&"water") => Some(Medium::SeaWater),
+            "jcw" | "jw" | "jacket" => Some(Medium::JacketWater),
+            "ht" if matches!(all.get(i + 1), Some(&("water" | "fw" | "cw" | "cooling"))) => {
+                Some(Medium::JacketWater)
+            }
+            "lo" if lube_oil(all.get(i + 1).map(|n| n.to_string()).as_ref()) => {
+                Some(Medium::LubeOil)
+            }
+            "lube" | "lub" | "lubricating" => Some(Medium::LubeOil),
+            "fo" | "fuel" | "hfo" | "mgo" | "mdo" => Some(Medium::FuelOil),
+            _ => None,
+        });
+        const CJK: &[(&str, Medium)] = &[
+            ("海水", Medium::SeaWater),
+            ("缸套", Medium::JacketWater),
+            ("高温淡水", Medium::JacketWater),
+            ("高温水", Medium::JacketWater),
+            ("滑油", Medium::LubeOil),
+            ("润滑油", Medium::LubeOil),
+            ("燃油", Medium::FuelOil),
+            ("重油", Medium::FuelOil),
+        ];
+        let cjk = CJK
+            .iter()
+            .filter(|(w, _)| message.contains(w))
+            .map(|&(_, m)| m);
         only(words.chain(cjk))
     }
 }
@@ -1057,6 +1190,167 @@ mod tests {
         assert_eq!(j.coverage, Coverage::Related, "{j:?}");
     }
 
+    /// `sections` scored as retrieval would rank them: the first far ahead.
+    fn ranked(doc: &str, sections: &[(&str, &str)]) -> Vec<Hit> {
+        sections
+            .iter()
+            .enumerate()
+            .map(|(i, (code, lead))| Hit {
+                score: if i == 0 { 30.0 } else { 5.0 },
+                ..causes(
+                    doc,
+                    code,
+                    &format!("{lead} Probable causes, most likely first: 1) a cause."),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_reading_over_its_threshold_is_not_the_low_section() {
+        use Deviation::*;
+        // `low fire` is the burner's firing rate; the level is over its
+        // threshold and rising.
+        assert_eq!(Deviation::of_message("burner on low fire"), None);
+        assert_eq!(Deviation::of_message("燃烧器低火运行"), None);
+        let reading = |v: f64, t: f64| Alarm {
+            value: Some(v),
+            threshold: Some(t),
+            ..alarm("X", "x")
+        };
+        assert_eq!(Deviation::of_reading(&reading(85.0, 75.0)), Some(High));
+        assert_eq!(Deviation::of_reading(&reading(9.0, 14.0)), Some(Low));
+        // A vacuum's -78 kPa over -85 is a low vacuum: no way is read.
+        assert_eq!(Deviation::of_reading(&reading(-78.0, -85.0)), None);
+        let doc = "boiler-en";
+        let hits = ranked(
+            doc,
+            &[
+                (
+                    "BLR-WL-LO",
+                    "Auxiliary boiler water level low (low water level, low-low level trip).",
+                ),
+                (
+                    "BLR-FLAME-FAIL",
+                    "Auxiliary boiler flame failure (burner trip, flame out, no flame).",
+                ),
+                (
+                    "BLR-STM-PRES-HI",
+                    "Auxiliary boiler steam pressure high (steam press high).",
+                ),
+            ],
+        );
+        let d = docs(&[doc]);
+        let a = Alarm {
+            value: Some(85.0),
+            threshold: Some(75.0),
+            unit: Some("%".into()),
+            ..alarm(
+                "LT-3310",
+                "Aux boiler gauge glass full, level transmitter 85%, feed pump running continuously, burner on low fire",
+            )
+        };
+        let j = judge_with(&a, &hits, Equipment::Known(&d), &hits);
+        assert_eq!(j.coverage, Coverage::Related, "{j:?}");
+        // The same words with the level under its threshold are the section's.
+        let a = Alarm {
+            value: Some(30.0),
+            threshold: Some(40.0),
+            ..a
+        };
+        let j = judge_with(&a, &hits, Equipment::Known(&d), &hits);
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+    }
+
+    #[test]
+    fn a_section_for_another_quantity_its_alarm_does_not_name_does_not_cover() {
+        use Quantity::*;
+        assert_eq!(Quantity::of_code("ME-FO-VISC-ABN"), Some(Viscosity));
+        assert_eq!(Quantity::of_code("DG-FREQ-LO"), Some(Speed));
+        assert_eq!(Quantity::of_unit("cSt"), Some(Viscosity));
+        assert_eq!(
+            Quantity::named_in("Main switchboard bus voltage or frequency abnormal"),
+            vec![Speed, Voltage]
+        );
+        // `高温淡水` names the jacket water's circuit, not a temperature.
+        assert_eq!(
+            Quantity::named_in("主机缸套水（高温淡水）进机压力低，水泵压力低。"),
+            vec![Pressure]
+        );
+        let doc = "main_engine_fuel-en";
+        let hits = ranked(
+            doc,
+            &[
+                ("ME-FO-VISC-ABN", "Main engine fuel oil viscosity abnormal at engine inlet (visco high or low, viscosity controller alarm)."),
+                ("ME-FO-PRES-LO", "Main engine fuel oil inlet pressure low (FO press low, booster or circulating pressure low)."),
+            ],
+        );
+        let d = docs(&[doc]);
+        let j = judge_with(
+            &alarm("PT-2201", "ME FO INLET PRESS HIGH"),
+            &hits,
+            Equipment::Known(&d),
+            &hits,
+        );
+        assert_eq!(j.coverage, Coverage::Related, "{j:?}");
+        // A section whose own alarm names the quantity is not vetoed by its
+        // code's: the bus's frequency is in SWB-BUS-VOLT-ABN.
+        let doc = "switchboard-en";
+        let hits = ranked(
+            doc,
+            &[
+                ("SWB-BUS-VOLT-ABN", "Main switchboard bus voltage or frequency abnormal (bus volt high or low, bus frequency out of range)."),
+                ("SWB-BLACKOUT", "Blackout, loss of main power (main bus dead, dead ship)."),
+                ("SWB-INSUL-LO", "Main switchboard insulation low or earth fault on the 440 V or 230 V system (earth fault, IR low)."),
+            ],
+        );
+        let d = docs(&[doc]);
+        let a = Alarm {
+            unit: Some("Hz".into()),
+            value: Some(62.5),
+            threshold: Some(61.8),
+            ..alarm("SI-0412", "MSB bus frequency high 62.5 Hz")
+        };
+        let j = judge_with(&a, &hits, Equipment::Known(&d), &hits);
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+    }
+
+    #[test]
+    fn a_section_for_another_medium_of_the_machine_does_not_cover() {
+        use Medium::*;
+        assert_eq!(Medium::of_code("ME-JCW-PRES-LO"), Some(JacketWater));
+        assert_eq!(Medium::of_code("DG-LO-PRES-LO"), Some(LubeOil));
+        assert_eq!(Medium::of_code("ME-FO-PRES-LO"), Some(FuelOil));
+        assert_eq!(Medium::of_code("BLR-WL-LO"), None);
+        assert_eq!(Medium::of_message("主海水泵出口压力低"), Some(SeaWater));
+        // Two media named: none is read.
+        assert_eq!(Medium::of_message("HT water 84 degC, SW 28 degC"), None);
+        let doc = "main_engine_cooling-en";
+        let hits = ranked(
+            doc,
+            &[
+                ("ME-JCW-PRES-LO", "Jacket water inlet pressure low (JCW press low, HT pump pressure low)."),
+                ("ME-JCW-TEMP-HI", "Main engine jacket cooling water (JCW, HT fresh water) outlet temperature high."),
+                ("ME-JCW-LVL-LO", "Jacket water expansion tank level low (JCW exp tank low level, HT water make-up)."),
+            ],
+        );
+        let d = docs(&[doc]);
+        let j = judge_with(
+            &alarm("PT-1131", "ME SW COOLING PUMP No.1 DISCH PRESS LOW"),
+            &hits,
+            Equipment::Known(&d),
+            &hits,
+        );
+        assert_eq!(j.coverage, Coverage::Related, "{j:?}");
+        let j = judge_with(
+            &alarm("PT-1132", "ME JCW PUMP DISCH PRESS LOW"),
+            &hits,
+            Equipment::Known(&d),
+            &hits,
+        );
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+    }
+
     #[test]
     fn lo_before_a_word_is_lube_oil_not_low() {
         use Deviation::*;
@@ -1301,7 +1595,7 @@ mod tests {
         );
         assert_eq!(Quantity::of_message("AIS not transmitting"), None);
         assert_eq!(Quantity::of_code("BLR-WL-LO"), Some(Quantity::Level));
-        assert_eq!(Quantity::of_code("ME-FO-VISC-ABN"), None);
+        assert_eq!(Quantity::of_code("ME-FLTR-DP"), None);
     }
 
     #[test]
