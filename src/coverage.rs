@@ -207,7 +207,7 @@ pub fn judge_with(
         // Retrieval's ranking first, then the message naming one section's
         // alarm in full.
         let by = ranked.or_else(|| {
-            named(message, sections, hits, &alarms, &|h| {
+            named(message, &faulty, sections, hits, &alarms, &|h| {
                 !opposite(h) && matches!(equipment, Equipment::Known(_))
             })
         });
@@ -301,10 +301,12 @@ fn not_normal(message: &str) -> String {
 }
 
 /// The causes section among `sections` (the message's script's, `mine`)
-/// whose alarm the message names best, when it holds `NAMED_AT` of one of
-/// its names; of equals, the one retrieval ranks first.
+/// whose alarm the message names best, when `faulty` (the message less
+/// what it rules out, `not_normal`) holds `NAMED_AT` of one of its names;
+/// of equals, the one retrieval ranks first.
 fn named<'s>(
     message: &str,
+    faulty: &str,
     sections: &'s [Hit],
     hits: &[Hit],
     alarms: &Alarms,
@@ -319,9 +321,7 @@ fn named<'s>(
     };
     let mut sections: Vec<&Hit> = sections.iter().filter(|h| mine(h)).collect();
     sections.sort_by(|a, b| rank(b).total_cmp(&rank(a)));
-    let said = text_terms(&plain_degree(&cjk_units_out(&glossary::expand(
-        &not_normal(message),
-    ))));
+    let said = text_terms(&plain_degree(&cjk_units_out(&glossary::expand(faulty))));
     let zh = crate::retrieval::tokenize::has_cjk(message);
     let mut best: (f32, Option<&Hit>) = (0.0, None);
     for h in sections {
@@ -1510,7 +1510,15 @@ mod tests {
             .iter()
             .filter_map(|h| own_alarm(h).map(str::to_string))
             .collect();
-        named(message, sections, &[], &Alarms::of(&alarms), &|_| true).is_some()
+        named(
+            message,
+            &not_normal(message),
+            sections,
+            &[],
+            &Alarms::of(&alarms),
+            &|_| true,
+        )
+        .is_some()
     }
 
     #[test]
