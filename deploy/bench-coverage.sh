@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# Issue O's targets as an engineer meets them: labelled alarms sent to the
+# daemon over MQTT with the board-class stand-in, one at a time, each
+# diagnosis read back from the broker and scored.
+#
+#   deploy/bench-coverage.sh --cases FILE [--model GGUF] [--answers OUT]
+#                            [--state-dir DIR]
+#
+# FILE holds labelled alarms in the eval set's shape (one JSON object per
+# line: `case`, `coverage` covered|related|none, `alarm`, and for covered
+# ones `keywords`), e.g. a blind set or knowledge/eval/alarms.jsonl. Starts
+# its own mosquitto on a free loopback port and `tidewatch run` (chosen
+# answers, threads=2) with the stand-in (deploy/fetch-models.sh --standin;
+# --model picks another GGUF), publishes each alarm on
+# {prefix}/alarm/{equipment} once the previous one is answered, and prints:
+#   - answered: every alarm must get a diagnosis within 180 s;
+#   - uncovered (truth related or none) said related or none with no cause
+#     rated high, and the same on equipment with a manual;
+#   - covered under plant codes (a code no manual section has) said covered;
+#   - expected cause named: a covered alarm's keyword (`en|中文`) in a cause;
+#   - latency from publish to diagnosis, p50 and max.
+# --answers writes each case's diagnosis, one JSON line per case.
+# Before the daemon starts, `tidewatch warm` precomputes the manuals' prompt
+# states as install.sh does, so latency is a warmed board's; --state-dir
+# keeps them for the next run (default: a temp dir, warmed afresh).
+# Exits 1 when an alarm goes unanswered. TW=path/to/tidewatch measures that
+# build instead of this tree's release build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cases=""
+model=""
+answers=""
+state=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --cases) cases=$2; shift ;;
+    --model) model=$2; shift ;;
+    --answers) answers=$2; shift ;;
+    --state-dir) state=$2; shift ;;
+    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench-coverage: unknown argument: $1 (try --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ -n "$cases" ] || { echo "bench-coverage: --cases FILE is required (try --help)" >&2; exit 2; }
+[ -s "$cases" ] || { echo "bench-coverage: no cases in $cases" >&2; exit 2; }
+cases=$(realpath "$cases")
+
+deploy/dev-setup.sh >/dev/null
+[ -n "$model" ] || model=$(deploy/fetch-models.sh --standin | tail -n1)
+if [ -n "${TW:-}" ]; then tw=$TW; else cargo build --release --quiet; tw=target/release/tidewatch; fi
+work=$(mktemp -d /tmp/tidewatch-coverage.XXXXXX)
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+"$tw" index build --knowledge knowledge --out "$work/knowledge.twx" >/dev/null
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+printf 'listener %s 127.0.0.1\nallow_anonymous true\n' "$port" >"$work/mosquitto.conf"
+/usr/sbin/mosquitto -c "$work/mosquitto.conf" >/dev/null 2>&1 &
+pids+=($!)
+for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null && break; sleep 0.1; done
+
+[ -n "$state" ] || state="$work/state"
+mkdir -p "$state"
+cat >"$work/tidewatch.toml" <<EOF
+state_dir = "$state"
+[mqtt]
+host = "127.0.0.1"
+port = $port
+client_id = "tidewatch-coverage-bench"
+topic_prefix = "cov"
+[knowledge]
+index = "$work/knowledge.twx"
+top_k = 3
+[llm]
+model = "$model"
+threads = 2
+EOF
+echo "bench-coverage: tidewatch warm (skips what $state holds)" >&2
+"$tw" warm --config "$work/tidewatch.toml" >&2
+"$tw" run --config "$work/tidewatch.toml" 2>"$work/daemon.log" &
+pids+=($!)
+for _ in $(seq 1200); do grep -q "tidewatch ready" "$work/daemon.log" && break; sleep 0.1; done
+grep -q "tidewatch ready" "$work/daemon.log" || { cat "$work/daemon.log" >&2; echo "bench-coverage: daemon never got ready" >&2; exit 1; }
+
+mosquitto_sub -h 127.0.0.1 -p "$port" -q 1 -t 'cov/diagnosis/#' >"$work/diagnoses.jsonl" &
+pids+=($!)
+sleep 0.5
+
+python3 - "$cases" "$port" "$work/diagnoses.jsonl" "${answers:-}" <<'PY'
+import glob, json, re, subprocess, sys, time
+
+cases_file, port, out, answers = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+manual_codes = set()
+for path in glob.glob("knowledge/*/*.md"):
+    for line in open(path, encoding="utf-8"):
+        m = re.match(r"##\s+(\S+)\s+(causes|原因)", line)
+        if m:
+            manual_codes.add(m.group(1).upper())
+cases = [json.loads(l) for l in open(cases_file, encoding="utf-8") if l.strip()]
+
+def read_answers():
+    got = {}
+    for line in open(out, encoding="utf-8"):
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        got[d.get("alarm_id")] = d
+    return got
+
+lat, rows, missing = [], [], []
+for c in cases:
+    a = c["alarm"]
+    t0 = time.monotonic()
+    subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", port, "-q", "1",
+                    "-t", f"cov/alarm/{a['equipment']}", "-m", json.dumps(a, ensure_ascii=False)],
+                   check=True)
+    d = None
+    while time.monotonic() - t0 < 180:
+        d = read_answers().get(a["id"])
+        if d:
+            break
+        time.sleep(0.05)
+    if not d:
+        missing.append(c["case"])
+        continue
+    lat.append(time.monotonic() - t0)
+    rows.append((c, d))
+
+def share(n, k):
+    return f"{n}/{k}"
+
+unc = [(c, d) for c, d in rows if c.get("coverage") in ("related", "none")]
+unc_ok = [(c, d) for c, d in unc
+          if d.get("coverage") in ("related", "none")
+          and not any(p.get("likelihood") == "high" for p in d.get("probable_causes", []))]
+unc_man = [(c, d) for c, d in unc if c.get("coverage") == "related"]
+unc_man_ok = [x for x in unc_ok if x[0].get("coverage") == "related"]
+plant = [(c, d) for c, d in rows
+         if c.get("coverage", "covered") == "covered" and c["alarm"]["code"].upper() not in manual_codes]
+plant_ok = [x for x in plant if x[1].get("coverage") == "covered"]
+named = 0
+keyed = [(c, d) for c, d in rows if c.get("coverage", "covered") == "covered" and c.get("keywords")]
+for c, d in keyed:
+    text = " ".join(p.get("cause", "") for p in d.get("probable_causes", [])).lower()
+    if any(alt.strip().lower() in text for k in c["keywords"] for alt in k.split("|") if alt.strip()):
+        named += 1
+table = {t: {s: 0 for s in ("covered", "related", "none")} for t in ("covered", "related", "none")}
+for c, d in rows:
+    table[c.get("coverage", "covered")][d.get("coverage", "covered")] += 1
+lat.sort()
+print(f"answered: {share(len(rows), len(cases))}")
+for t in ("covered", "related", "none"):
+    r = table[t]
+    print(f"truth {t}: said covered {r['covered']}, related {r['related']}, none {r['none']}")
+print(f"uncovered said related/none, no cause high: {share(len(unc_ok), len(unc))} "
+      f"(on equipment with a manual {share(len(unc_man_ok), len(unc_man))})")
+print(f"covered under plant codes said covered: {share(len(plant_ok), len(plant))}")
+print(f"expected cause named: {share(named, len(keyed))}")
+if lat:
+    print(f"latency: p50 {lat[len(lat) // 2]:.2f} s, max {lat[-1]:.2f} s")
+if answers:
+    with open(answers, "w", encoding="utf-8") as f:
+        for c, d in rows:
+            f.write(json.dumps({"case": c["case"], "diagnosis": d}, ensure_ascii=False) + "\n")
+if missing:
+    print(f"bench-coverage: no diagnosis within 180 s for {', '.join(missing)}", file=sys.stderr)
+    sys.exit(1)
+PY
