@@ -207,7 +207,17 @@ pub fn judge_with(
         // Retrieval's ranking first, then the message naming one section's
         // alarm in full.
         let by = ranked.or_else(|| {
-            named(message, &faulty, sections, hits, &alarms, &|h| {
+            // Read in what was not found fine only: `discharge pressure
+            // low … checked: normal` implies nothing.
+            let faulty_way = Deviation::of_message(&faulty)
+                .or_else(|| Deviation::of_trend(&faulty))
+                .or_else(|| Deviation::of_reading(alarm));
+            let faulty_quantity = Quantity::of_alarm(alarm, &faulty);
+            let said = format!(
+                "{faulty} {}",
+                implied(faulty_quantity, faulty_way, differential(&faulty))
+            );
+            named(message, &said, sections, hits, &alarms, &|h| {
                 !opposite(h) && matches!(equipment, Equipment::Known(_))
             })
         });
@@ -298,6 +308,51 @@ fn not_normal(message: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("，")
+}
+
+/// What a message says without the words for it: the quantity its
+/// reading's unit names (`93 degC`), the way its trend or its reading
+/// against its threshold goes (`and rising`, `62 %` under `70`), in the
+/// words a section's own alarm says them with, so that `ME JW outlet 93
+/// degC and rising` names `jacket water outlet temperature high`.
+fn implied(quantity: Option<Quantity>, way: Option<Deviation>, differential: bool) -> String {
+    // A way alone may be another reading's (`level still rising` beside
+    // `steam press`), a quantity alone says no fault.
+    let (Some(quantity), Some(way)) = (quantity, way) else {
+        return String::new();
+    };
+    // A difference of two pressures (`oil diff press`, `油压差`) reads in
+    // bar too, but a section for the pressure is not one for it.
+    if differential {
+        return String::new();
+    }
+    let (q_en, q_zh) = match quantity {
+        Quantity::Temperature => ("temperature", "温度"),
+        Quantity::Pressure => ("pressure", "压力"),
+        Quantity::Level => ("level", "液位"),
+        Quantity::Vibration => ("vibration", "振动"),
+        Quantity::Speed => ("speed", "转速"),
+        Quantity::Voltage => ("voltage", "电压"),
+        Quantity::Current => ("current", "电流"),
+        Quantity::Flow => ("flow", "流量"),
+        Quantity::Viscosity => ("viscosity", "粘度"),
+    };
+    let (w_en, w_zh) = match way {
+        Deviation::High => ("high", "高"),
+        Deviation::Low => ("low", "低"),
+    };
+    // Chinese is read in pairs: the way is found beside its quantity.
+    format!("{q_en} {w_en} {q_zh}{w_zh}")
+}
+
+/// Whether a message names a differential pressure (`diff press`, `dP`,
+/// `压差`).
+fn differential(message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    lower
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|w| matches!(w, "diff" | "differential" | "dp" | "dpi" | "delta"))
+        || message.contains("压差")
 }
 
 /// The causes section among `sections` (the message's script's, `mine`)
@@ -1455,6 +1510,65 @@ mod tests {
         assert_eq!(
             j.section.as_deref(),
             Some("ballast-zh § BAL-PUMP-PRES-LO 原因")
+        );
+    }
+
+    #[test]
+    fn a_message_that_says_its_quantity_and_way_by_its_reading_names_the_alarm() {
+        let en = docs(&["main_engine_lube_oil-en"]);
+        let reading = |message: &str, v: Option<f64>, t: Option<f64>| Alarm {
+            value: v,
+            threshold: t,
+            unit: Some("bar".into()),
+            ..alarm("PT-2001-L", message)
+        };
+        let judged = |a: &Alarm| judge_with(a, &lube_oil(), Equipment::Known(&en), &lube_oil());
+        // `bar` is a pressure, 1.9 under 2.2 a low one: the lube oil
+        // inlet pressure low, which the message never says in words.
+        let message = "ME LO inlet 1.9 bar, main bearings following it down";
+        let j = judged(&reading(message, Some(1.9), Some(2.2)));
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+        assert_eq!(
+            j.section.as_deref(),
+            Some("main_engine_lube_oil-en § ME-LO-PRES-LO causes")
+        );
+        // Without its threshold the reading says no way, and the message
+        // names no alarm.
+        let j = judged(&reading(message, Some(1.9), None));
+        assert_eq!(j.coverage, Coverage::Related, "{j:?}");
+        // A trend says the way as well as a threshold does.
+        let j = judged(&reading("ME LO inlet 1.9 bar and falling", None, None));
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+    }
+
+    #[test]
+    fn a_differential_pressure_is_not_the_pressure_its_reading_implies() {
+        // blind set 12's uncov-1204: a compressor's oil differential
+        // pressure, 0.4 bar under 0.7, is not its suction pressure low.
+        let doc = "refrigeration-en";
+        let refrigeration = vec![
+            causes(doc, "REF-COMP-HP-TRIP", "Refrigeration compressor high pressure cutout (HP trip, discharge pressure high). Probable causes, most likely first: 1) low condenser cooling water flow."),
+            causes(doc, "REF-COMP-LP-TRIP", "Refrigeration compressor low pressure cutout (LP trip, suction pressure low). Probable causes, most likely first: 1) refrigerant shortage from a leak."),
+        ];
+        let en = docs(&[doc]);
+        let trip = |message: &str| Alarm {
+            value: Some(0.4),
+            threshold: Some(0.7),
+            unit: Some("bar".into()),
+            ..alarm("XA-7301", message)
+        };
+        let judged =
+            |a: &Alarm| judge_with(a, &refrigeration, Equipment::Known(&en), &refrigeration);
+        let j = judged(&trip("PROV REF COMP No.1 OIL DIFF PRESS TRIP"));
+        assert_eq!(j.coverage, Coverage::Related, "{j:?}");
+        let j = judged(&trip("伙食冷库1号压缩机油压差低停机"));
+        assert_eq!(j.coverage, Coverage::Related, "{j:?}");
+        // The same reading of the compressor's own pressure is its cutout.
+        let j = judged(&trip("PROV REF COMP No.1 PRESS TRIP"));
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+        assert_eq!(
+            j.section.as_deref(),
+            Some("refrigeration-en § REF-COMP-LP-TRIP causes")
         );
     }
 
