@@ -209,9 +209,15 @@ pub fn judge_with(
         let by = ranked.or_else(|| {
             // Read in what was not found fine only: `discharge pressure
             // low … checked: normal` implies nothing.
+            // A reading in a unit of no one quantity (`0.3 m/min`, `%`)
+            // gives no way to a quantity the words name (`oil temp 45 C`).
+            let unit_known = alarm
+                .unit
+                .as_deref()
+                .is_none_or(|u| u.trim().is_empty() || Quantity::of_unit(u).is_some());
             let faulty_way = Deviation::of_message(&faulty)
                 .or_else(|| Deviation::of_trend(&faulty))
-                .or_else(|| Deviation::of_reading(alarm));
+                .or_else(|| Deviation::of_reading(alarm).filter(|_| unit_known));
             let faulty_quantity = Quantity::of_alarm(alarm, &faulty);
             let said = format!(
                 "{faulty} {}",
@@ -1538,6 +1544,33 @@ mod tests {
         assert_eq!(j.coverage, Coverage::Related, "{j:?}");
         // A trend says the way as well as a threshold does.
         let j = judged(&reading("ME LO inlet 1.9 bar and falling", None, None));
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+    }
+
+    #[test]
+    fn a_reading_of_another_quantity_gives_no_way_to_the_one_the_words_name() {
+        // blind set 18's uncov-1815: the drum paying out 0.3 m/min past a
+        // limit of 0.1 says nothing of the oil temperature the log names.
+        let doc = "winch-en";
+        let winch = vec![
+            causes(doc, "WIN-HYD-TEMP-HI", "Winch hydraulic oil temperature high (oil hot, hydraulic overheat). Probable causes, most likely first: 1) oil cooler fouled or cooling water off."),
+            causes(doc, "WIN-HYD-PRES-LO", "Winch hydraulic pressure low (low pressure, no power to drum). Probable causes, most likely first: 1) low oil level from a leak."),
+        ];
+        let en = docs(&[doc]);
+        let creep = |unit: &str| Alarm {
+            value: Some(0.3),
+            threshold: Some(0.1),
+            unit: Some(unit.into()),
+            ..alarm(
+                "WN-22",
+                "CTD winch drum paying out with the brake applied. Hyd press 180 bar normal, \
+                 hydraulic oil temp 45 C.",
+            )
+        };
+        let j = judge_with(&creep("m/min"), &winch, Equipment::Known(&en), &winch);
+        assert_eq!(j.coverage, Coverage::Related, "{j:?}");
+        // The same reading in degrees is the oil's temperature over its limit.
+        let j = judge_with(&creep("degC"), &winch, Equipment::Known(&en), &winch);
         assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
     }
 
