@@ -208,9 +208,9 @@ pub fn judge_with(
         // alarm in full.
         let by = ranked.or_else(|| {
             // Read in what was not found fine only: `discharge pressure
-            // low … checked: normal` implies nothing.
-            // A reading in a unit of no one quantity (`0.3 m/min`, `%`)
-            // gives no way to a quantity the words name (`oil temp 45 C`).
+            // low … checked: normal` implies nothing. A reading in a unit
+            // of no one quantity (`0.3 m/min`, `%`) gives no way to a
+            // quantity the words name (`oil temp 45 C`).
             let unit_known = alarm
                 .unit
                 .as_deref()
@@ -318,7 +318,7 @@ fn not_normal(message: &str) -> String {
 
 /// What a message says without the words for it: the quantity its
 /// reading's unit names (`93 degC`), the way its trend or its reading
-/// against its threshold goes (`and rising`, `62 %` under `70`), in the
+/// against its threshold goes (`and rising`, `1.9 bar` under `2.2`), in the
 /// words a section's own alarm says them with, so that `ME JW outlet 93
 /// degC and rising` names `jacket water outlet temperature high`.
 fn implied(quantity: Option<Quantity>, way: Option<Deviation>, differential: bool) -> String {
