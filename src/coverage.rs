@@ -161,6 +161,10 @@ pub fn judge_with(
         .or_else(|| Deviation::of_reading(alarm));
     let quantity = Quantity::of_alarm(alarm, message);
     let medium = Medium::of_message(&faulty);
+    // A reading in a unit of one quantity measures it; a leak alarm is a
+    // leak detector's, whatever its pipe's pressure (`high-pressure fuel
+    // pipe leakage`).
+    let reading = alarm.unit.as_deref().and_then(Quantity::of_unit);
     // A section for the other way, for another quantity its own alarm does
     // not name, or for another medium of the same machine (its sea water
     // pump, against the jacket water's pressure), is not this alarm's,
@@ -172,6 +176,7 @@ pub fn judge_with(
             || matches!((quantity, Quantity::of_code(code)),
                 (Some(a), Some(b)) if a != b && !Quantity::named_in(lead).contains(&a))
             || matches!((medium, Medium::of_code(code)), (Some(a), Some(b)) if a != b)
+            || (leak_code(code) && reading.is_some() && !says_leak(&faulty))
     };
     let mine = |h: &Hit| {
         !opposite(h)
@@ -351,6 +356,18 @@ fn implied(quantity: Option<Quantity>, way: Option<Deviation>, differential: boo
     format!("{q_en} {w_en} {q_zh}{w_zh}")
 }
 
+/// Whether a section's code is a leak detector's (`ME-FO-LEAK-HI`,
+/// `HULL-LEAK`).
+fn leak_code(code: &str) -> bool {
+    code.split(['-', '_'])
+        .any(|p| p.eq_ignore_ascii_case("LEAK"))
+}
+
+/// Whether a message says something leaks (`leak`, `leakage`, `漏`).
+fn says_leak(message: &str) -> bool {
+    message.to_ascii_lowercase().contains("leak") || message.contains('漏')
+}
+
 /// Whether a message names a differential pressure (`diff press`, `dP`,
 /// `压差`).
 fn differential(message: &str) -> bool {
@@ -513,14 +530,26 @@ impl Deviation {
         }
     }
 
-    /// The code's own: a `HI`/`HH` or `LO`/`LL` part (`BLR-WL-LO`).
+    /// The code's own: a `HI`/`HH` or `LO`/`LL` part (`BLR-WL-LO`). `LO`
+    /// before the last part is lube oil (`ME-LO-TEMP-HI`), as
+    /// `Medium::of_code` reads it.
     pub fn of_code(code: &str) -> Option<Self> {
-        let parts = code.split(['-', '_']).map(|p| p.to_ascii_uppercase());
-        only(parts.filter_map(|p| match p.as_str() {
-            "HI" | "HH" | "HIGH" => Some(Deviation::High),
-            "LO" | "LL" | "LOW" => Some(Deviation::Low),
-            _ => None,
-        }))
+        let parts: Vec<String> = code
+            .split(['-', '_'])
+            .map(|p| p.to_ascii_uppercase())
+            .collect();
+        let last = parts.len().saturating_sub(1);
+        only(
+            parts
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| match p.as_str() {
+                    "HI" | "HH" | "HIGH" => Some(Deviation::High),
+                    "LO" if i < last => None,
+                    "LO" | "LL" | "LOW" => Some(Deviation::Low),
+                    _ => None,
+                }),
+        )
     }
 
     /// The message's, when it says one way only: `high`, `hi`, `hh`, `low`,
@@ -609,6 +638,8 @@ impl Quantity {
             "CURR" | "AMP" => Some(Quantity::Current),
             "FLOW" => Some(Quantity::Flow),
             "VISC" => Some(Quantity::Viscosity),
+            // A barometer reads air pressure.
+            "BARO" => Some(Quantity::Pressure),
             _ => None,
         }))
     }
@@ -1713,6 +1744,118 @@ mod tests {
             Some(Deviation::High)
         );
         assert_eq!(Deviation::of_code("ME-FO-VISC-ABN"), None);
+    }
+
+    fn reading(message: &str, value: f64, unit: &str, threshold: f64) -> Alarm {
+        Alarm {
+            value: Some(value),
+            unit: Some(unit.into()),
+            threshold: Some(threshold),
+            ..alarm("T-1", message)
+        }
+    }
+
+    /// `a` judged against one causes section that retrieval ranks far
+    /// ahead of any other, so that the ranking rule would take it for
+    /// covered but for a veto.
+    fn one(doc: &str, code: &str, text: &str, a: &Alarm) -> Judgement {
+        let hit = Hit {
+            score: 30.0,
+            ..causes(doc, code, text)
+        };
+        judge(a, &[hit], Equipment::Known(&docs(&[doc])))
+    }
+
+    #[test]
+    fn a_barometer_reads_a_pressure() {
+        // Held-out uncov-2103: two air temperatures apart took the
+        // barometer mismatch section.
+        const BARO: &str = "Barometer mismatch (pressure differs from the second barometer or a nearby station). Probable causes, most likely first: 1) pressure port blocked by water, salt or insects.";
+        let temp = reading(
+            "air temperature sensors differ from the second sensor",
+            2.6,
+            "degC",
+            1.5,
+        );
+        let j = one("met_sensors-en", "MET-BARO-MISMATCH", BARO, &temp);
+        assert_eq!(j.coverage, Coverage::Related, "{j:?}");
+        let baro = reading(
+            "barometer pressure differs from the second barometer",
+            4.3,
+            "hPa",
+            2.0,
+        );
+        let j = one("met_sensors-en", "MET-BARO-MISMATCH", BARO, &baro);
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+    }
+
+    #[test]
+    fn a_leak_section_is_not_a_readings_alarm() {
+        // Blind sets 9, 10, 19, 20 and 22: `ME FO INLET PRESS HIGH` took the
+        // HP fuel pipe leak section, whose `high-pressure` pipe and `HI`
+        // hold the message's pressure and high.
+        let leak = || {
+            vec![causes(
+                "main_engine_fuel-en",
+                "ME-FO-LEAK-HI",
+                "Main engine high-pressure fuel pipe leakage alarm (HP pipe leak, fuel leak tank level high). Probable causes, most likely first: 1) cracked double-walled high-pressure fuel pipe or loose union; 2) fuel injection pump plunger leakage.",
+            )]
+        };
+        let d = docs(&["main_engine_fuel-en"]);
+        let reading = |message: &str, value: f64| reading(message, value, "bar", 9.5);
+        let press = judge(
+            &reading("ME FO INLET PRESS HIGH", 10.2),
+            &leak(),
+            Equipment::Known(&d),
+        );
+        assert_eq!(press.coverage, Coverage::Related, "{press:?}");
+        // The leak said in words, with or without a reading.
+        let said = judge(
+            &reading("ME HP fuel pipe leak, leak tank level high", 10.2),
+            &leak(),
+            Equipment::Known(&d),
+        );
+        assert_eq!(said.coverage, Coverage::Covered, "{said:?}");
+        let zh = judge(
+            &alarm("T-1", "主机高压油管泄漏报警，漏油柜液位高"),
+            &[causes(
+                "main_engine_fuel-zh",
+                "ME-FO-LEAK-HI",
+                "主机高压油管泄漏报警（高压油管泄漏、漏油柜液位高）。可能原因（按可能性排序）：（1）双层高压油管破裂。",
+            )],
+            Equipment::Known(&docs(&["main_engine_fuel-zh"])),
+        );
+        assert_eq!(zh.coverage, Coverage::Covered, "{zh:?}");
+    }
+
+    #[test]
+    fn lube_oil_in_a_code_is_no_way() {
+        // Blind sets 17 and 18's uncov-1709 and uncov-1801: `ME1 LO INL
+        // TEMP LOW` took the lube oil temperature high section at a share of
+        // 1, its code's `LO` (lube oil) read as low beside its `HI`.
+        assert_eq!(Deviation::of_code("ME-LO-TEMP-HI"), Some(Deviation::High));
+        assert_eq!(Deviation::of_code("DG-LO-PRES-LO"), Some(Deviation::Low));
+        assert_eq!(Deviation::of_code("ADCP-LOW-CORR"), Some(Deviation::Low));
+        let lo = || {
+            vec![causes(
+                "main_engine_lube_oil-en",
+                "ME-LO-TEMP-HI",
+                "Main engine lube oil inlet temperature high (ME LO inlet temp high, LO temp high). Probable causes, most likely first: 1) LO cooler fouled; 2) thermostatic valve stuck.",
+            )]
+        };
+        let d = docs(&["main_engine_lube_oil-en"]);
+        let low = judge(
+            &alarm("T-1", "ME1 LO INL TEMP LOW 32 degC"),
+            &lo(),
+            Equipment::Known(&d),
+        );
+        assert_eq!(low.coverage, Coverage::Related, "{low:?}");
+        let high = judge(
+            &alarm("T-1", "ME1 LO INL TEMP HIGH 58 degC"),
+            &lo(),
+            Equipment::Known(&d),
+        );
+        assert_eq!(high.coverage, Coverage::Covered, "{high:?}");
     }
 
     #[test]
