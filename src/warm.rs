@@ -63,6 +63,21 @@ pub struct Tally {
     pub tokens: usize,
     /// The disk tier's bound was reached at this alarm (and the run stopped).
     pub full_at: Option<usize>,
+    /// The size of the state that did not fit.
+    pub full_bytes: u64,
+}
+
+impl Tally {
+    /// About how many bytes the `left` alarms not warmed would need: each
+    /// the size of the blocks this run wrote, or, when it wrote none (all
+    /// were there already), of the one that did not fit.
+    pub fn bytes_for(&self, left: usize) -> u64 {
+        let per_block = match self.computed {
+            0 => self.full_bytes,
+            n => self.bytes / n as u64,
+        };
+        left as u64 * per_block
+    }
 }
 
 /// Computes the passage block of each alarm into the disk tier on `slot`,
@@ -85,8 +100,9 @@ pub async fn warm_blocks(
                 t.bytes += bytes as u64;
             }
             Ok(BlockWarm::Exists) => t.existed += 1,
-            Ok(BlockWarm::Full) => {
+            Ok(BlockWarm::Full { bytes }) => {
                 t.full_at = Some(i);
+                t.full_bytes = bytes as u64;
                 break;
             }
             Ok(BlockWarm::NoDisk) => return Err(WarmError::NoDisk),
@@ -95,4 +111,27 @@ pub async fn warm_blocks(
         progress(i, a, &t);
     }
     Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_is_left_needs_the_size_of_a_block_even_when_none_was_written() {
+        let wrote = Tally {
+            computed: 4,
+            bytes: 40,
+            full_bytes: 12,
+            ..Tally::default()
+        };
+        assert_eq!(wrote.bytes_for(3), 30);
+        // A second run finds everything there and writes nothing.
+        let again = Tally {
+            existed: 4,
+            full_bytes: 12,
+            ..Tally::default()
+        };
+        assert_eq!(again.bytes_for(3), 36);
+    }
 }

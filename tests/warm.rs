@@ -51,6 +51,23 @@ fn uncached(d: &serde_json::Value) -> u64 {
     t["prompt_tokens"].as_u64().unwrap() - t["cached_tokens"].as_u64().unwrap()
 }
 
+/// The MiB more the disk-full line says the alarms not warmed need.
+fn more_mib(err: &str) -> u64 {
+    let line = err
+        .lines()
+        .find(|l| l.contains("the disk tier is full"))
+        .unwrap_or_else(|| panic!("no disk-full line: {err}"));
+    let before = line
+        .split(" MiB more")
+        .next()
+        .unwrap_or_else(|| panic!("no `MiB more` in {line}"));
+    before
+        .rsplit(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no figure before `MiB more` in {line}"))
+}
+
 #[test]
 fn warm_fills_the_disk_tier_resumes_and_serves_a_first_alarm_under_a_plant_code() {
     let _serial = common::serial();
@@ -103,6 +120,11 @@ fn warm_fills_the_disk_tier_resumes_and_serves_a_first_alarm_under_a_plant_code(
         .collect();
     let (ok, out2, err2) = warm(&cfg, &[]);
     assert!(ok, "{out2}\n{err2}");
+    // What is left still needs room, though this run computed nothing.
+    for err in [&err, &err2] {
+        let need = more_mib(err);
+        assert!(need >= 1, "disk tier full, yet {need} MiB more: {err}");
+    }
     assert!(
         out2.contains(" 0 passage blocks computed")
             && out2.contains(&format!("{} already on disk", saved.len())),

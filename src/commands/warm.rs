@@ -36,13 +36,13 @@ async fn warm(cfg: Config, codes: &[String]) -> Result<(), CommandError> {
     .await?;
     let _ = writeln!(err);
     if let Some(i) = t.full_at {
-        let per_block = t.bytes / t.computed.max(1) as u64;
+        let left = alarms.len() - i;
         let _ = writeln!(
             err,
-            "the disk tier is full (llm.prompt_cache_disk_mib = {}) after {i} of {} alarms; all of them need about {} MiB more",
+            "the disk tier is full (llm.prompt_cache_disk_mib = {}) after {i} of {} alarms; the {left} left need about {} MiB more",
             pipeline.cfg.llm.prompt_cache_disk_mib,
             alarms.len(),
-            ((alarms.len() - i) as u64 * per_block) >> 20
+            t.bytes_for(left).div_ceil(1 << 20)
         );
     }
     for slot in slots {

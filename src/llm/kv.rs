@@ -536,7 +536,7 @@ impl<'m> Kv<'m> {
         // Warming never evicts: what it would push out is as likely to be
         // needed as what it would write.
         if !self.prompts.disk_fits(&self.tokens, state.len()) {
-            return Ok(BlockWarm::Full);
+            return Ok(BlockWarm::Full { bytes: state.len() });
         }
         match self.prompts.insert_disk(&self.tokens, &state, self.slot) {
             Some(bytes) => Ok(BlockWarm::Saved {
@@ -562,7 +562,8 @@ pub enum BlockWarm {
     /// `llm.prompt_cache_disk_mib` is 0.
     NoDisk,
     /// Read, but the tier's bound is reached: nothing was evicted for it.
-    Full,
+    /// The size its file would have had.
+    Full { bytes: usize },
 }
 
 /// Replaces the context's sequence with a saved state; an empty cache when
