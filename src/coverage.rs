@@ -534,22 +534,12 @@ impl Deviation {
     /// before the last part is lube oil (`ME-LO-TEMP-HI`), as
     /// `Medium::of_code` reads it.
     pub fn of_code(code: &str) -> Option<Self> {
-        let parts: Vec<String> = code
-            .split(['-', '_'])
-            .map(|p| p.to_ascii_uppercase())
-            .collect();
-        let last = parts.len().saturating_sub(1);
-        only(
-            parts
-                .iter()
-                .enumerate()
-                .filter_map(|(i, p)| match p.as_str() {
-                    "HI" | "HH" | "HIGH" => Some(Deviation::High),
-                    "LO" if i < last => None,
-                    "LO" | "LL" | "LOW" => Some(Deviation::Low),
-                    _ => None,
-                }),
-        )
+        only(code_parts(code).filter_map(|(p, last)| match p.as_str() {
+            "HI" | "HH" | "HIGH" => Some(Deviation::High),
+            "LO" if !last => None,
+            "LO" | "LL" | "LOW" => Some(Deviation::Low),
+            _ => None,
+        }))
     }
 
     /// The message's, when it says one way only: `high`, `hi`, `hh`, `low`,
@@ -748,23 +738,13 @@ impl Medium {
     /// The code's own part (`ME-JCW-PRES-LO`, `DG-LO-PRES-LO`): `LO`
     /// before the last part is lube oil, as the last it is low.
     pub fn of_code(code: &str) -> Option<Self> {
-        let parts: Vec<String> = code
-            .split(['-', '_'])
-            .map(|p| p.to_ascii_uppercase())
-            .collect();
-        let last = parts.len().saturating_sub(1);
-        only(
-            parts
-                .iter()
-                .enumerate()
-                .filter_map(|(i, p)| match p.as_str() {
-                    "SW" => Some(Medium::SeaWater),
-                    "JCW" | "JW" => Some(Medium::JacketWater),
-                    "LO" if i < last => Some(Medium::LubeOil),
-                    "FO" => Some(Medium::FuelOil),
-                    _ => None,
-                }),
-        )
+        only(code_parts(code).filter_map(|(p, last)| match p.as_str() {
+            "SW" => Some(Medium::SeaWater),
+            "JCW" | "JW" => Some(Medium::JacketWater),
+            "LO" if !last => Some(Medium::LubeOil),
+            "FO" => Some(Medium::FuelOil),
+            _ => None,
+        }))
     }
 
     /// The message's, when it names one medium only.
@@ -804,6 +784,15 @@ impl Medium {
             .map(|&(_, m)| m);
         only(words.chain(cjk))
     }
+}
+
+/// A code's parts, upper case, each with whether it is the last: `LO` is
+/// low as the last part and lube oil before it (`DG-LO-PRES-LO`).
+fn code_parts(code: &str) -> impl Iterator<Item = (String, bool)> + '_ {
+    let n = code.split(['-', '_']).count();
+    code.split(['-', '_'])
+        .enumerate()
+        .map(move |(i, p)| (p.to_ascii_uppercase(), i + 1 == n))
 }
 
 /// The one thing all of `said` say (a deviation, a quantity); None when
@@ -1755,15 +1744,16 @@ mod tests {
         }
     }
 
-    /// `a` judged against one causes section that retrieval ranks far
-    /// ahead of any other, so that the ranking rule would take it for
-    /// covered but for a veto.
-    fn one(doc: &str, code: &str, text: &str, a: &Alarm) -> Judgement {
+    /// Asserts `a`'s coverage judged against one causes section that
+    /// retrieval ranks far ahead of any other, so that the ranking rule
+    /// would take it for covered but for a veto.
+    fn says(doc: &str, code: &str, text: &str, a: &Alarm, want: Coverage) {
         let hit = Hit {
             score: 30.0,
             ..causes(doc, code, text)
         };
-        judge(a, &[hit], Equipment::Known(&docs(&[doc])))
+        let j = judge(a, &[hit], Equipment::Known(&docs(&[doc])));
+        assert_eq!(j.coverage, want, "{a:?}: {j:?}");
     }
 
     #[test]
@@ -1777,16 +1767,26 @@ mod tests {
             "degC",
             1.5,
         );
-        let j = one("met_sensors-en", "MET-BARO-MISMATCH", BARO, &temp);
-        assert_eq!(j.coverage, Coverage::Related, "{j:?}");
+        says(
+            "met_sensors-en",
+            "MET-BARO-MISMATCH",
+            BARO,
+            &temp,
+            Coverage::Related,
+        );
         let baro = reading(
             "barometer pressure differs from the second barometer",
             4.3,
             "hPa",
             2.0,
         );
-        let j = one("met_sensors-en", "MET-BARO-MISMATCH", BARO, &baro);
-        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+        says(
+            "met_sensors-en",
+            "MET-BARO-MISMATCH",
+            BARO,
+            &baro,
+            Coverage::Covered,
+        );
     }
 
     #[test]
@@ -1794,38 +1794,38 @@ mod tests {
         // Blind sets 9, 10, 19, 20 and 22: `ME FO INLET PRESS HIGH` took the
         // HP fuel pipe leak section, whose `high-pressure` pipe and `HI`
         // hold the message's pressure and high.
-        let leak = || {
-            vec![causes(
-                "main_engine_fuel-en",
-                "ME-FO-LEAK-HI",
-                "Main engine high-pressure fuel pipe leakage alarm (HP pipe leak, fuel leak tank level high). Probable causes, most likely first: 1) cracked double-walled high-pressure fuel pipe or loose union; 2) fuel injection pump plunger leakage.",
-            )]
-        };
-        let d = docs(&["main_engine_fuel-en"]);
-        let reading = |message: &str, value: f64| reading(message, value, "bar", 9.5);
-        let press = judge(
-            &reading("ME FO INLET PRESS HIGH", 10.2),
-            &leak(),
-            Equipment::Known(&d),
+        const LEAK: &str = "Main engine high-pressure fuel pipe leakage alarm (HP pipe leak, fuel leak tank level high). Probable causes, most likely first: 1) cracked double-walled high-pressure fuel pipe or loose union; 2) fuel injection pump plunger leakage.";
+        let press = reading("ME FO INLET PRESS HIGH", 10.2, "bar", 9.5);
+        says(
+            "main_engine_fuel-en",
+            "ME-FO-LEAK-HI",
+            LEAK,
+            &press,
+            Coverage::Related,
         );
-        assert_eq!(press.coverage, Coverage::Related, "{press:?}");
         // The leak said in words, with or without a reading.
-        let said = judge(
-            &reading("ME HP fuel pipe leak, leak tank level high", 10.2),
-            &leak(),
-            Equipment::Known(&d),
+        let said = reading(
+            "ME HP fuel pipe leak, leak tank level high",
+            10.2,
+            "bar",
+            9.5,
         );
-        assert_eq!(said.coverage, Coverage::Covered, "{said:?}");
-        let zh = judge(
-            &alarm("T-1", "主机高压油管泄漏报警，漏油柜液位高"),
-            &[causes(
-                "main_engine_fuel-zh",
-                "ME-FO-LEAK-HI",
-                "主机高压油管泄漏报警（高压油管泄漏、漏油柜液位高）。可能原因（按可能性排序）：（1）双层高压油管破裂。",
-            )],
-            Equipment::Known(&docs(&["main_engine_fuel-zh"])),
+        says(
+            "main_engine_fuel-en",
+            "ME-FO-LEAK-HI",
+            LEAK,
+            &said,
+            Coverage::Covered,
         );
-        assert_eq!(zh.coverage, Coverage::Covered, "{zh:?}");
+        const LEAK_ZH: &str = "主机高压油管泄漏报警（高压油管泄漏、漏油柜液位高）。可能原因（按可能性排序）：（1）双层高压油管破裂。";
+        let zh = alarm("T-1", "主机高压油管泄漏报警，漏油柜液位高");
+        says(
+            "main_engine_fuel-zh",
+            "ME-FO-LEAK-HI",
+            LEAK_ZH,
+            &zh,
+            Coverage::Covered,
+        );
     }
 
     #[test]
@@ -1836,26 +1836,23 @@ mod tests {
         assert_eq!(Deviation::of_code("ME-LO-TEMP-HI"), Some(Deviation::High));
         assert_eq!(Deviation::of_code("DG-LO-PRES-LO"), Some(Deviation::Low));
         assert_eq!(Deviation::of_code("ADCP-LOW-CORR"), Some(Deviation::Low));
-        let lo = || {
-            vec![causes(
-                "main_engine_lube_oil-en",
-                "ME-LO-TEMP-HI",
-                "Main engine lube oil inlet temperature high (ME LO inlet temp high, LO temp high). Probable causes, most likely first: 1) LO cooler fouled; 2) thermostatic valve stuck.",
-            )]
-        };
-        let d = docs(&["main_engine_lube_oil-en"]);
-        let low = judge(
-            &alarm("T-1", "ME1 LO INL TEMP LOW 32 degC"),
-            &lo(),
-            Equipment::Known(&d),
+        const LO: &str = "Main engine lube oil inlet temperature high (ME LO inlet temp high, LO temp high). Probable causes, most likely first: 1) LO cooler fouled; 2) thermostatic valve stuck.";
+        let low = reading("ME1 LO INL TEMP LOW", 32.0, "degC", 38.0);
+        says(
+            "main_engine_lube_oil-en",
+            "ME-LO-TEMP-HI",
+            LO,
+            &low,
+            Coverage::Related,
         );
-        assert_eq!(low.coverage, Coverage::Related, "{low:?}");
-        let high = judge(
-            &alarm("T-1", "ME1 LO INL TEMP HIGH 58 degC"),
-            &lo(),
-            Equipment::Known(&d),
+        let high = reading("ME1 LO INL TEMP HIGH", 58.0, "degC", 55.0);
+        says(
+            "main_engine_lube_oil-en",
+            "ME-LO-TEMP-HI",
+            LO,
+            &high,
+            Coverage::Covered,
         );
-        assert_eq!(high.coverage, Coverage::Covered, "{high:?}");
     }
 
     #[test]
