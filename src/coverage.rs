@@ -62,8 +62,13 @@ pub enum Equipment<'a> {
     /// The alarm's `kind` is a class of these documents: sections of other
     /// documents are other equipment's, and the equipment has a manual.
     Known(&'a [String]),
-    /// No `kind`, or one no manual names: the text alone decides.
+    /// No `kind`: the text alone decides.
     Unknown,
+    /// A `kind` no manual is for: the equipment has no manual, so no
+    /// section is about its fault, however many of its words another
+    /// equipment's section holds (an incinerator's flame failure against the
+    /// boiler's). Only a section under the alarm's own code covers it.
+    Unlisted,
 }
 
 /// A coverage and what it was decided on.
@@ -128,6 +133,19 @@ pub fn judge_with(
     equipment: Equipment,
     sections: &[Hit],
 ) -> Judgement {
+    if let Equipment::Unlisted = equipment {
+        let j = judge_with(alarm, hits, Equipment::Unknown, sections);
+        let own = hits
+            .iter()
+            .any(|h| section_code(h).eq_ignore_ascii_case(alarm.code.trim()));
+        return match j.coverage {
+            Coverage::Covered if !own => Judgement {
+                coverage: Coverage::Related,
+                ..j
+            },
+            _ => j,
+        };
+    }
     let own = hits
         .iter()
         .find(|h| section_code(h).eq_ignore_ascii_case(alarm.code.trim()));
@@ -182,7 +200,7 @@ pub fn judge_with(
         !opposite(h)
             && match equipment {
                 Equipment::Known(docs) => docs.contains(&h.doc),
-                Equipment::Unknown => true,
+                Equipment::Unknown | Equipment::Unlisted => true,
             }
     };
     let mut best: (f32, Option<&Hit>) = (0.0, None);
@@ -206,7 +224,7 @@ pub fn judge_with(
         Equipment::Known(_) => ahead(hits, &mine)
             .filter(|&(h, margin)| h.score >= SCORE_AT && margin >= AHEAD_AT)
             .map(|(h, _)| h),
-        Equipment::Unknown => None,
+        Equipment::Unknown | Equipment::Unlisted => None,
     };
     if best.0 < COVERED_AT {
         // Retrieval's ranking first, then the message naming one section's
@@ -442,16 +460,19 @@ fn ahead<'h>(hits: &'h [Hit], mine: &dyn Fn(&Hit) -> bool) -> Option<(&'h Hit, f
 }
 
 /// `judge`, the alarm's equipment being the documents of the index whose
-/// class is the alarm's `kind` (unknown when none is).
+/// class is the alarm's `kind` (unknown without a `kind`, unlisted when
+/// no manual is for it).
 pub fn judge_in(index: &Index, alarm: &Alarm, hits: &[Hit]) -> Judgement {
     let docs = alarm
         .kind
         .as_deref()
         .map(|k| index.docs_of_class(k))
         .unwrap_or_default();
-    let equipment = match docs.is_empty() {
-        true => Equipment::Unknown,
-        false => Equipment::Known(&docs),
+    let named = alarm.kind.as_deref().is_some_and(|k| !k.trim().is_empty());
+    let equipment = match (docs.is_empty(), named) {
+        (false, _) => Equipment::Known(&docs),
+        (true, true) => Equipment::Unlisted,
+        (true, false) => Equipment::Unknown,
     };
     judge_with(alarm, hits, equipment, &index.causes_of(&docs))
 }
@@ -2085,6 +2106,30 @@ mod tests {
             "{w:?}"
         );
         assert_eq!(w[2..], [1.0, 1.0]);
+    }
+
+    #[test]
+    fn equipment_no_manual_is_for_has_no_section_about_its_fault() {
+        // noman-1803, noman-2602: an incinerator's flame failure is not the
+        // boiler's, though it holds every word of that section's alarm.
+        let boiler = vec![causes(
+            "boiler-en",
+            "BLR-FLAME-FAIL",
+            "Boiler burner flame failure (flame failure, burner trip). Probable causes, most likely first: 1) flame scanner dirty.",
+        )];
+        let a = alarm("INC-07", "INCINERATOR BURNER FLAME FAILURE");
+        assert_eq!(
+            judge(&a, &boiler, Equipment::Unknown).coverage,
+            Coverage::Covered
+        );
+        let j = judge(&a, &boiler, Equipment::Unlisted);
+        assert_eq!(j.coverage, Coverage::Related, "{j:?}");
+        // The section's own code still is the alarm's, whatever its kind.
+        let own = alarm("BLR-FLAME-FAIL", "INCINERATOR BURNER FLAME FAILURE");
+        assert_eq!(
+            judge(&own, &boiler, Equipment::Unlisted).coverage,
+            Coverage::Covered
+        );
     }
 
     #[test]
