@@ -4,7 +4,7 @@
 # diagnosis read back from the broker and scored.
 #
 #   deploy/bench-coverage.sh --cases FILE [--model GGUF] [--answers OUT]
-#                            [--state-dir DIR]
+#                            [--state-dir DIR] [--examples FILE] [--no-warm]
 #
 # FILE holds labelled alarms in the eval set's shape (one JSON object per
 # line: `case`, `coverage` covered|related|none, `alarm`, and for covered
@@ -20,9 +20,13 @@
 #   - expected cause named: a covered alarm's keyword (`en|中文`) in a cause;
 #   - latency from publish to diagnosis, p50 and max.
 # --answers writes each case's diagnosis, one JSON line per case.
+# --examples sets the daemon's knowledge.examples (default: the source tree's
+# eval set). A set that is in the eval set is judged with its own alarms as
+# examples unless FILE leaves them out.
 # Before the daemon starts, `tidewatch warm` precomputes the manuals' prompt
 # states as install.sh does, so latency is a warmed board's; --state-dir
-# keeps them for the next run (default: a temp dir, warmed afresh).
+# keeps them for the next run (default: a temp dir, warmed afresh). --no-warm
+# skips it: the judgements are the same, latency is a cold board's.
 # Exits 1 when an alarm goes unanswered. TW=path/to/tidewatch measures that
 # build instead of this tree's release build.
 set -euo pipefail
@@ -32,13 +36,17 @@ cases=""
 model=""
 answers=""
 state=""
+examples=""
+warm=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --cases) cases=$2; shift ;;
     --model) model=$2; shift ;;
     --answers) answers=$2; shift ;;
     --state-dir) state=$2; shift ;;
-    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --examples) examples=$(realpath "$2"); shift ;;
+    --no-warm) warm=0 ;;
+    -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-coverage: unknown argument: $1 (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -73,12 +81,15 @@ topic_prefix = "cov"
 [knowledge]
 index = "$work/knowledge.twx"
 top_k = 3
+${examples:+examples = \"$examples\"}
 [llm]
 model = "$model"
 threads = 2
 EOF
-echo "bench-coverage: tidewatch warm (skips what $state holds)" >&2
-"$tw" warm --config "$work/tidewatch.toml" >&2
+if [ "$warm" = 1 ]; then
+  echo "bench-coverage: tidewatch warm (skips what $state holds)" >&2
+  "$tw" warm --config "$work/tidewatch.toml" >&2
+fi
 "$tw" run --config "$work/tidewatch.toml" 2>"$work/daemon.log" &
 pids+=($!)
 for _ in $(seq 1200); do grep -q "tidewatch ready" "$work/daemon.log" && break; sleep 0.1; done

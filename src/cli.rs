@@ -140,6 +140,17 @@ pub struct EvalArgs {
     /// Index for --retrieval (default: the config's knowledge.index)
     #[arg(long, short)]
     pub index: Option<PathBuf>,
+    /// Example alarms (the eval set's format) that coverage also judges by,
+    /// as the daemon does; each case's own set (the digits of its id, as
+    /// `plant-2304` is set 23) is left out of them [default for --retrieval:
+    /// the eval set where --cases is looked for; with a config, its
+    /// knowledge.examples]
+    #[arg(long, value_name = "FILE")]
+    pub examples: Option<PathBuf>,
+    /// Judge coverage by the manuals' words and retrieval's ranking alone,
+    /// without example alarms
+    #[arg(long, conflicts_with = "examples")]
+    pub no_examples: bool,
     /// Only the first N cases
     #[arg(long, value_parser = usize_in(1, usize::MAX as u64))]
     pub limit: Option<usize>,

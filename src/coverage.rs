@@ -28,7 +28,10 @@ use crate::retrieval::knowledge::ListKind;
 use crate::retrieval::tokenize::is_cjk;
 use crate::retrieval::{Hit, Index};
 
+pub mod examples;
 mod glossary;
+
+pub use examples::Examples;
 
 /// What the manuals hold for an alarm's fault (wire field `coverage`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -133,8 +136,28 @@ pub fn judge_with(
     equipment: Equipment,
     sections: &[Hit],
 ) -> Judgement {
+    judge_like(alarm, hits, equipment, sections, None)
+}
+
+/// Example alarms to judge by, and the eval set's set whose own alarms are
+/// left out of them (`examples::set_of`).
+#[derive(Clone, Copy)]
+pub struct Likeness<'a> {
+    pub examples: &'a Examples,
+    pub except: Option<&'a str>,
+}
+
+/// `judge_with`, and when neither words nor ranking cover the alarm, its
+/// nearest example alarms (`examples`).
+pub fn judge_like(
+    alarm: &Alarm,
+    hits: &[Hit],
+    equipment: Equipment,
+    sections: &[Hit],
+    likeness: Option<Likeness>,
+) -> Judgement {
     if let Equipment::Unlisted = equipment {
-        let j = judge_with(alarm, hits, Equipment::Unknown, sections);
+        let j = judge_like(alarm, hits, Equipment::Unknown, sections, None);
         let own = hits
             .iter()
             .any(|h| section_code(h).eq_ignore_ascii_case(alarm.code.trim()));
@@ -218,6 +241,23 @@ pub fn judge_with(
             best = (s, Some(h));
         }
     }
+    // Other plants' wordings of a fault the manuals do not cover, near
+    // this message and nearer than any covered one: words and ranking
+    // that say covered are taken in by a neighbouring fault.
+    let unlike = || {
+        let Some(like) = likeness.filter(|_| matches!(equipment, Equipment::Known(_))) else {
+            return false;
+        };
+        let Some(kind) = alarm.kind.as_deref() else {
+            return false;
+        };
+        like.examples
+            .nearest_any(kind, message, like.except)
+            .is_some_and(|n| {
+                n.uncovered >= examples::UNLIKE_AT
+                    && n.uncovered - n.similarity >= examples::UNLIKE_LEAD
+            })
+    };
     // Retrieval's own confidence, for a message in the plant's own words:
     // the equipment's best causes section far ahead of any other fault's.
     let ranked = match equipment {
@@ -229,27 +269,49 @@ pub fn judge_with(
     if best.0 < COVERED_AT {
         // Retrieval's ranking first, then the message naming one section's
         // alarm in full.
-        let by = ranked.or_else(|| {
-            // Read in what was not found fine only: `discharge pressure
-            // low … checked: normal` implies nothing. A reading in a unit
-            // of no one quantity (`0.3 m/min`, `%`) gives no way to a
-            // quantity the words name (`oil temp 45 C`).
-            let unit_known = alarm
-                .unit
-                .as_deref()
-                .is_none_or(|u| u.trim().is_empty() || Quantity::of_unit(u).is_some());
-            let faulty_way = Deviation::of_message(&faulty)
-                .or_else(|| Deviation::of_trend(&faulty))
-                .or_else(|| Deviation::of_reading(alarm).filter(|_| unit_known));
-            let faulty_quantity = Quantity::of_alarm(alarm, &faulty);
-            let said = format!(
-                "{faulty} {}",
-                implied(faulty_quantity, faulty_way, differential(&faulty))
-            );
-            named(message, &said, sections, hits, &alarms, &|h| {
-                !opposite(h) && matches!(equipment, Equipment::Known(_))
+        let by = ranked
+            .filter(|_| !unlike())
+            .or_else(|| {
+                // Read in what was not found fine only: `discharge pressure
+                // low … checked: normal` implies nothing. A reading in a unit
+                // of no one quantity (`0.3 m/min`, `%`) gives no way to a
+                // quantity the words name (`oil temp 45 C`).
+                let unit_known = alarm
+                    .unit
+                    .as_deref()
+                    .is_none_or(|u| u.trim().is_empty() || Quantity::of_unit(u).is_some());
+                let faulty_way = Deviation::of_message(&faulty)
+                    .or_else(|| Deviation::of_trend(&faulty))
+                    .or_else(|| Deviation::of_reading(alarm).filter(|_| unit_known));
+                let faulty_quantity = Quantity::of_alarm(alarm, &faulty);
+                let said = format!(
+                    "{faulty} {}",
+                    implied(faulty_quantity, faulty_way, differential(&faulty))
+                );
+                named(message, &said, sections, hits, &alarms, &|h| {
+                    !opposite(h) && matches!(equipment, Equipment::Known(_))
+                })
+                .filter(|_| !unlike())
             })
-        });
+            .or_else(|| {
+                // Another plant's wording of the fault, near this one and
+                // nearer than any of a fault the manuals do not cover.
+                let like = likeness.filter(|_| matches!(equipment, Equipment::Known(_)))?;
+                let near = like
+                    .examples
+                    .nearest(alarm.kind.as_deref()?, message, like.except)
+                    .filter(|n| n.similarity >= examples::NEAR_AT && n.lead >= examples::LEAD_AT)?;
+                let zh = crate::retrieval::tokenize::has_cjk(message);
+                let of_code = |h: &&Hit| section_code(h) == near.section && !opposite(h);
+                let lang = |h: &&Hit| {
+                    own_alarm(h).is_some_and(|l| crate::retrieval::tokenize::has_cjk(l) == zh)
+                };
+                sections
+                    .iter()
+                    .filter(of_code)
+                    .find(lang)
+                    .or_else(|| sections.iter().find(of_code))
+            });
         if let Some(h) = by {
             return Judgement {
                 coverage: Coverage::Covered,
@@ -258,7 +320,7 @@ pub fn judge_with(
             };
         }
     }
-    let coverage = if best.0 >= COVERED_AT {
+    let coverage = if best.0 >= COVERED_AT && !unlike() {
         Coverage::Covered
     } else if matches!(equipment, Equipment::Known(_)) || near >= RELATED_AT {
         Coverage::Related
@@ -475,6 +537,27 @@ pub fn judge_in(index: &Index, alarm: &Alarm, hits: &[Hit]) -> Judgement {
         (true, false) => Equipment::Unknown,
     };
     judge_with(alarm, hits, equipment, &index.causes_of(&docs))
+}
+
+/// `judge_in`, with example alarms to judge by (`judge_like`).
+pub fn judge_in_like(
+    index: &Index,
+    alarm: &Alarm,
+    hits: &[Hit],
+    likeness: Option<Likeness>,
+) -> Judgement {
+    let docs = alarm
+        .kind
+        .as_deref()
+        .map(|k| index.docs_of_class(k))
+        .unwrap_or_default();
+    let named = alarm.kind.as_deref().is_some_and(|k| !k.trim().is_empty());
+    let equipment = match (docs.is_empty(), named) {
+        (false, _) => Equipment::Known(&docs),
+        (true, true) => Equipment::Unlisted,
+        (true, false) => Equipment::Unknown,
+    };
+    judge_like(alarm, hits, equipment, &index.causes_of(&docs), likeness)
 }
 
 /// Which way a reading left its range, as a message or an alarm code says
@@ -2106,6 +2189,90 @@ mod tests {
             "{w:?}"
         );
         assert_eq!(w[2..], [1.0, 1.0]);
+    }
+
+    #[test]
+    fn other_plants_wordings_decide_what_words_and_ranking_cannot() {
+        // Nine blind sets raised an intermediate shaft bearing's
+        // temperature: the stern tube bearing's section holds most of its
+        // words. Sets 25 and 27 wrote a stern tube bearing in words that
+        // section holds few of.
+        let doc = "shafting_stern_tube-en";
+        let sections = vec![
+            causes(
+                doc,
+                "SFT-STB-TEMP-HI",
+                "Stern tube bearing temperature high (stern tube brg temp high, aft bearing temp high). Probable causes, most likely first: 1) low oil level in the gravity tank.",
+            ),
+            causes(
+                doc,
+                "SFT-SEAL-LEAK",
+                "Stern tube seal leaking (oil loss from the aft seal, sea water in the stern tube oil). Probable causes, most likely first: 1) worn seal rings.",
+            ),
+        ];
+        let d = docs(&[doc]);
+        let row = |set: &str, message: &str, section: Option<&str>| {
+            (
+                set.to_string(),
+                "shafting_stern_tube".to_string(),
+                message.to_string(),
+                section.map(str::to_string),
+            )
+        };
+        let ex = Examples::of(vec![
+            row(
+                "10",
+                "Intermediate shaft bearing No.2 temperature high",
+                None,
+            ),
+            row("12", "INTERMEDIATE SHAFT BRG No.1 TEMP HIGH", None),
+            row(
+                "13",
+                "aftmost shaft bearing in stern tube running hot, white metal",
+                Some("SFT-STB-TEMP-HI"),
+            ),
+            row(
+                "14",
+                "aft stern tube white metal bearing running hot",
+                Some("SFT-STB-TEMP-HI"),
+            ),
+        ]);
+        let like = Some(Likeness {
+            examples: &ex,
+            except: None,
+        });
+        let mut a = alarm("SH-411", "INTERMEDIATE SHAFT BRG No.3 TEMP HIGH");
+        a.kind = Some("shafting_stern_tube".into());
+        let judged =
+            |a: &Alarm, like| judge_like(a, &sections, Equipment::Known(&d), &sections, like);
+        assert_eq!(
+            judged(&a, None).coverage,
+            Coverage::Covered,
+            "{:?}",
+            judged(&a, None)
+        );
+        assert_eq!(
+            judged(&a, like).coverage,
+            Coverage::Related,
+            "{:?}",
+            judged(&a, like)
+        );
+        let mut b = alarm(
+            "SH-412",
+            "aft bearing of the stern tube running hot, white metal smell",
+        );
+        b.kind = Some("shafting_stern_tube".into());
+        assert_eq!(judged(&b, None).coverage, Coverage::Related);
+        let j = judged(&b, like);
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+        assert!(j.section.unwrap().contains("SFT-STB-TEMP-HI"));
+        // A case is never its own example: with set 12 left out, the one
+        // example in this alarm's words is not read, and words decide.
+        let own = Some(Likeness {
+            examples: &ex,
+            except: Some("12"),
+        });
+        assert_eq!(judged(&a, own).coverage, Coverage::Covered);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::Config;
+use crate::coverage::Examples;
 use crate::llm::{LlmError, Model, Slot, SlotSettings};
 use crate::pipeline::{Counters, Pipeline};
 use crate::retrieval::{Index, IndexError, LiveIndex};
@@ -18,6 +19,8 @@ pub enum LoadError {
     Index(#[from] IndexError),
     #[error(transparent)]
     Llm(#[from] LlmError),
+    #[error("config key knowledge.examples: {0}")]
+    Examples(crate::coverage::examples::ExamplesError),
     #[error("config key knowledge.plant_codes: {plant} = {manual}: no manual has this code in {index} (a manual's codes are its front matter's `codes:`)")]
     PlantCode {
         plant: String,
@@ -35,6 +38,7 @@ impl LoadError {
             LoadError::Index(_)
                 | LoadError::Llm(LlmError::Load { .. })
                 | LoadError::PlantCode { .. }
+                | LoadError::Examples(_)
         )
     }
 }
@@ -151,15 +155,44 @@ pub async fn start_slots(
     Ok(slots)
 }
 
+/// The example alarms coverage judges by: `knowledge.examples`, else the
+/// eval set where `eval` finds it (beside the index, installed, or the
+/// source tree's). Without either, coverage judges by words and ranking
+/// alone, and says so once.
+pub fn examples(cfg: &Config) -> Result<Option<Arc<Examples>>, LoadError> {
+    let path = match &cfg.knowledge.examples {
+        Some(p) => p.clone(),
+        None => {
+            let tried = crate::coverage::examples::eval_set_candidates(Some(&cfg.knowledge.index));
+            match tried.iter().find(|p| p.is_file()) {
+                Some(p) => p.clone(),
+                None => {
+                    tracing::warn!(
+                        tried = %tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+                        "no example alarms (knowledge.examples, or the eval set): coverage judges by the manuals' words and retrieval's ranking alone"
+                    );
+                    return Ok(None);
+                }
+            }
+        }
+    };
+    let examples = Examples::load(&path).map_err(LoadError::Examples)?;
+    tracing::info!(path = %path.display(), examples = examples.len(), "example alarms for coverage");
+    Ok(Some(Arc::new(examples)))
+}
+
 /// `model_and_index`, assembled into a pipeline: what the one-shot commands
 /// need.
 pub async fn pipeline(cfg: Config, warm: bool) -> Result<(Pipeline, Vec<Slot>), LoadError> {
     let (index, model, slots, counters) = model_and_index(&cfg, warm).await?;
+    let examples = examples(&cfg)?;
     let pipeline = Pipeline {
         index: Arc::new(LiveIndex::new(index)),
         model,
         cfg: Arc::new(cfg),
         counters,
+        examples,
+        own_set_out: false,
     };
     Ok((pipeline, slots))
 }
@@ -169,5 +202,50 @@ pub async fn pipeline(cfg: Config, warm: bool) -> Result<(Pipeline, Vec<Slot>), 
 pub async fn stop_slots(slots: Vec<Slot>, hard: Duration) {
     for slot in slots {
         slot.stop(hard).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(examples: Option<&std::path::Path>) -> Config {
+        let mut text = String::from(
+            "state_dir = \"/tmp/tw\"\n[knowledge]\nindex = \"/nonexistent/k.twx\"\n[llm]\nmodel = \"m.gguf\"\n",
+        );
+        if let Some(e) = examples {
+            text = text.replace(
+                "[llm]",
+                &format!("examples = {:?}\n[llm]", e.display().to_string()),
+            );
+        }
+        crate::config::parse(&text, std::path::Path::new("/tmp/tw.toml")).unwrap()
+    }
+
+    #[test]
+    fn example_alarms_that_cannot_be_read_stop_the_start_naming_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("none.jsonl");
+        let e = examples(&config(Some(&missing))).unwrap_err();
+        assert!(e.is_config(), "a restart cannot fix it: {e}");
+        let text = e.to_string();
+        assert!(
+            text.contains("knowledge.examples") && text.contains("none.jsonl"),
+            "{text}"
+        );
+        let bad = dir.path().join("bad.jsonl");
+        std::fs::write(&bad, "{\"case\": \"plant-1\"}\n").unwrap();
+        let text = examples(&config(Some(&bad))).unwrap_err().to_string();
+        assert!(
+            text.contains("knowledge.examples") && text.contains("line 1"),
+            "{text}"
+        );
+        let good = dir.path().join("good.jsonl");
+        std::fs::write(
+            &good,
+            "{\"case\": \"plant-101\", \"alarm\": {\"kind\": \"purifier\", \"message\": \"bowl did not open\"}, \"gold\": {\"section\": \"PUR-DISCH-FAIL causes\"}}\n",
+        )
+        .unwrap();
+        assert_eq!(examples(&config(Some(&good))).unwrap().unwrap().len(), 1);
     }
 }

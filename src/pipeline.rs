@@ -71,6 +71,12 @@ pub struct Pipeline {
     pub model: Arc<Model>,
     pub cfg: Arc<Config>,
     pub counters: Arc<Counters>,
+    /// Labelled example alarms coverage also judges by (`load::examples`).
+    pub examples: Option<Arc<crate::coverage::Examples>>,
+    /// Judge each eval case without the examples of its own set
+    /// (`coverage::examples::set_of` of its id): `eval` only, so that a
+    /// case is never its own example.
+    pub own_set_out: bool,
 }
 
 /// A diagnosis with what produced it.
@@ -152,6 +158,19 @@ impl Pipeline {
     /// The alarm as retrieval and coverage read it: under its manual code
     /// when `knowledge.plant_codes` maps its code, else as raised. The prompt
     /// and the published diagnosis keep the alarm's own code.
+    /// Coverage of `alarm` (its `lookup`), judged on `hits` from `index`
+    /// and by the example alarms.
+    fn judge(&self, index: &Index, alarm: &Alarm, hits: &[Hit]) -> coverage::Judgement {
+        let set = self
+            .own_set_out
+            .then(|| coverage::examples::set_of(&alarm.id));
+        let like = self.examples.as_deref().map(|examples| coverage::Likeness {
+            examples,
+            except: set.as_deref(),
+        });
+        coverage::judge_in_like(index, alarm, hits, like)
+    }
+
     fn lookup<'a>(&self, alarm: &'a Alarm) -> Cow<'a, Alarm> {
         match self.cfg.knowledge.manual_code(&alarm.code) {
             Some(manual) => Cow::Owned(Alarm {
@@ -293,7 +312,7 @@ impl Pipeline {
         let index = self.index.current();
         let lookup = self.lookup(alarm);
         let (hits, retrieval_ms) = self.retrieve_in(&index, &lookup);
-        let judged = coverage::judge_in(&index, &lookup, &hits);
+        let judged = self.judge(&index, &lookup, &hits);
         let cov = judged.coverage;
         // A fault covered under a plant's own code: the covering section's
         // code stands for the alarm's, so the prompt holds that fault's
@@ -418,7 +437,7 @@ impl Pipeline {
         let index = self.index.current();
         let lookup = self.lookup(alarm);
         let (hits, retrieval_ms) = self.retrieve_in(&index, &lookup);
-        let cov = coverage::judge_in(&index, &lookup, &hits).coverage;
+        let cov = self.judge(&index, &lookup, &hits).coverage;
         if cov == Coverage::None {
             return self.unmatched(alarm, retrieval_ms);
         }

@@ -49,6 +49,13 @@ fn check_config(cfg: &Config, offline: bool) -> Result<(), CommandError> {
         idx.n_passages(),
         idx.byte_len()
     )?;
+    match crate::load::examples(cfg)? {
+        Some(e) => writeln!(out, "  example alarms for coverage: {}", e.len())?,
+        None => writeln!(
+            out,
+            "  example alarms for coverage: none found (words and ranking alone)"
+        )?,
+    }
     let model =
         crate::llm::Model::load(&cfg.llm.model, &cfg.llm).map_err(crate::load::LoadError::from)?;
     let i = &model.info;

@@ -14,12 +14,14 @@ fn eval_retrieval(
     index: &std::path::Path,
     cases: &std::path::Path,
     limit: Option<usize>,
+    examples: Option<&std::path::Path>,
     json: bool,
 ) -> Result<(), CommandError> {
     let idx = Index::open(index)?;
+    let examples = examples.map(crate::coverage::Examples::load).transpose()?;
     let mut cs = crate::measure::eval::load_cases(cases)?;
     cs.truncate(limit.unwrap_or(usize::MAX));
-    let r = crate::measure::eval::run_retrieval(&idx, &cs)?;
+    let r = crate::measure::eval::run_retrieval(&idx, &cs, examples.as_ref())?;
     let mut out = std::io::stdout().lock();
     if json {
         print_json(&mut out, &r)?;
@@ -79,6 +81,8 @@ struct EvalRun<'a> {
     pub summary_tokens: Option<u32>,
     /// Write each case's published diagnosis here (JSON lines).
     pub diagnoses: Option<PathBuf>,
+    /// `--no-examples`: coverage without example alarms.
+    pub no_examples: bool,
 }
 
 async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandError> {
@@ -95,6 +99,7 @@ async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandError
         answers,
         summary_tokens,
         diagnoses,
+        no_examples,
     } = run;
     let mut cs = crate::measure::eval::load_cases(cases)?;
     cs.truncate(limit.unwrap_or(usize::MAX));
@@ -117,7 +122,12 @@ async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandError
         }
         return Ok(());
     }
-    let (pipeline, mut slots) = crate::load::pipeline(cfg, false).await?;
+    let (mut pipeline, mut slots) = crate::load::pipeline(cfg, false).await?;
+    // A case is never its own example.
+    pipeline.own_set_out = true;
+    if no_examples {
+        pipeline.examples = None;
+    }
     if prompts {
         let r = crate::measure::eval::run_prompts(&pipeline, &cs);
         return print_report(&r, json);
@@ -195,14 +205,22 @@ pub fn run(a: EvalArgs) -> Result<(), CommandError> {
             }
         };
         let cases = super::cases_file(a.cases, Some(&index))?;
-        return eval_retrieval(&index, &cases, a.limit, a.json);
+        let examples = match (a.no_examples, a.examples) {
+            (true, _) => None,
+            (false, Some(e)) => Some(e),
+            (false, None) => Some(super::cases_file(None, Some(&index))?),
+        };
+        return eval_retrieval(&index, &cases, a.limit, examples.as_deref(), a.json);
     }
     let Some(config) = a.config else {
         return Err(CommandError::Usage(
             "eval needs --config FILE (or --retrieval --index FILE)".into(),
         ));
     };
-    let cfg = crate::config::load(&config)?;
+    let mut cfg = crate::config::load(&config)?;
+    if let Some(e) = a.examples {
+        cfg.knowledge.examples = Some(e);
+    }
     if a.tiers.is_some() && cfg.llm.prompt_cache_disk_mib == 0 {
         return Err(CommandError::Usage(format!(
             "{}: llm.prompt_cache_disk_mib is 0, so eval --tiers has no disk tier to measure",
@@ -224,6 +242,7 @@ pub fn run(a: EvalArgs) -> Result<(), CommandError> {
         answers: crate::measure::eval::AnswerMode::list(&a.answer, &a.summary),
         summary_tokens: a.summary_tokens,
         diagnoses: a.diagnoses,
+        no_examples: a.no_examples,
     };
     super::runtime()?.block_on(eval_full(cfg, run))
 }

@@ -32,6 +32,8 @@ pub enum CommandError {
     Warm(#[from] crate::warm::WarmError),
     #[error(transparent)]
     Tiers(#[from] crate::measure::tiers::TiersError),
+    #[error(transparent)]
+    Examples(#[from] crate::coverage::examples::ExamplesError),
     #[error("{0}")]
     Usage(String),
     #[error("{model}: daemon jobs take {overhead:.1}% longer than llama.cpp's own decode time (llama_perf), over the --max-overhead {max}%")]
@@ -89,25 +91,7 @@ pub fn is_config_error(e: &(dyn std::error::Error + 'static)) -> bool {
             .is_some_and(LoadError::is_config)
 }
 
-/// Where the eval set is looked for when `--cases` is not given, best
-/// first: `eval/alarms.jsonl` beside the index (an installed index), the
-/// installed package's copy (`/usr/share/tidewatch` beside `/usr/bin`), and
-/// the source tree's when this binary is a build in `target/*/`. Never the
-/// working directory: a command must mean the same thing from anywhere.
-pub fn eval_set_candidates(index: Option<&Path>) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Some(dir) = index.and_then(Path::parent) {
-        out.push(dir.join("eval/alarms.jsonl"));
-    }
-    if let Some(bin) = std::env::current_exe()
-        .ok()
-        .and_then(|e| e.parent().map(Path::to_owned))
-    {
-        out.push(bin.join("../share/tidewatch/eval/alarms.jsonl"));
-        out.push(bin.join("../../knowledge/eval/alarms.jsonl"));
-    }
-    out
-}
+pub use crate::coverage::examples::eval_set_candidates;
 
 /// `--cases` as given, or the first eval set of `eval_set_candidates`.
 pub fn cases_file(given: Option<PathBuf>, index: Option<&Path>) -> Result<PathBuf, CommandError> {

@@ -168,6 +168,16 @@ threads = 2
         );
         let c = parse(&text, Path::new("conf/tw.toml")).unwrap();
         assert_eq!(c.mqtt.tls.unwrap().ca, Path::new("conf/tls/ca.crt"));
+        assert_eq!(
+            c.knowledge.examples, None,
+            "default: the eval set (load::examples)"
+        );
+        let text = MINIMAL.replace("top_k = 3", "top_k = 3\nexamples = \"eval/alarms.jsonl\"");
+        let c = parse(&text, p()).unwrap();
+        assert_eq!(
+            c.knowledge.examples.as_deref(),
+            Some(Path::new("/etc/tidewatch/eval/alarms.jsonl"))
+        );
     }
 
     // Issue 31: README said host, port, topic_prefix, top_k and threads were

@@ -85,6 +85,10 @@ pub struct RawKnowledge {
     /// "ME-JCW-PRES-LO"`).
     #[serde(default)]
     pub plant_codes: std::collections::BTreeMap<String, String>,
+    /// Labelled example alarms that coverage also judges by (the eval set's
+    /// format); default: the eval set beside the index or installed.
+    #[serde(default)]
+    pub examples: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]

@@ -75,6 +75,7 @@ pub(super) fn into_checked(raw: RawConfig, path: &Path) -> Result<Config, Config
     let dir = path.parent().unwrap_or(Path::new(""));
     let state_dir = beside(dir, state_dir);
     k.index = beside(dir, k.index);
+    k.examples = k.examples.map(|e| beside(dir, e));
     l.model = beside(dir, l.model);
     if let Some(t) = m.tls.as_mut() {
         t.ca = beside(dir, std::mem::take(&mut t.ca));
@@ -218,6 +219,7 @@ fn retrieval_settings(k: RawKnowledge) -> Result<KnowledgeConfig, Bad> {
         top_k: in_range("knowledge.top_k", k.top_k, 1, 20)?,
         index: k.index,
         plant_codes,
+        examples: k.examples,
     })
 }
 

@@ -184,6 +184,7 @@ pub async fn run(
     let inbox = open_inbox(&cfg);
     notifier.status("loading model and index");
     let (index, model, slots, counters) = load::model_and_index(&cfg, true).await?;
+    let examples = load::examples(&cfg)?;
     tracing::info!(
         model = %model.info.name,
         arch = %model.info.architecture,
@@ -200,6 +201,8 @@ pub async fn run(
             model,
             cfg: cfg.clone(),
             counters,
+            examples,
+            own_set_out: false,
         },
         sched: Mutex::new(Scheduler::new(
             cfg.queue.capacity,

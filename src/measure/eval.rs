@@ -128,7 +128,11 @@ pub struct RetrievalReport {
     pub under_plant_codes: crate::measure::coverage::CoverageReport,
 }
 
-pub fn run_retrieval(index: &Index, cases: &[Case]) -> Result<RetrievalReport, EvalError> {
+pub fn run_retrieval(
+    index: &Index,
+    cases: &[Case],
+    examples: Option<&crate::coverage::Examples>,
+) -> Result<RetrievalReport, EvalError> {
     use crate::measure::coverage::{CoverageReport, Judged};
     let mut per_class: BTreeMap<String, ClassStats> = BTreeMap::new();
     let (mut h1, mut h3, mut p3, mut with_gold) = (0, 0, 0, 0);
@@ -144,14 +148,19 @@ pub fn run_retrieval(index: &Index, cases: &[Case]) -> Result<RetrievalReport, E
         let prompt = crate::retrieval::passages_for(index, &c.alarm, 3)?;
         passes_lat.push(t.elapsed().as_secs_f64() * 1e6);
         let t = std::time::Instant::now();
-        let j = crate::coverage::judge_in(index, &c.alarm, &prompt);
+        let set = crate::coverage::examples::set_of(&c.case);
+        let like = examples.map(|examples| crate::coverage::Likeness {
+            examples,
+            except: Some(set.as_str()),
+        });
+        let j = crate::coverage::judge_in_like(index, &c.alarm, &prompt, like);
         coverage_lat.push(t.elapsed().as_secs_f64() * 1e6);
         judged.push(Judged::of(c, j.coverage, false, j.best, j.section));
         let Some(gold) = &c.gold else { continue };
         let mut plant = c.clone();
         plant.alarm.code = format!("PLANT-{}", plant_judged.len() + 1);
         let passages = crate::retrieval::passages_for(index, &plant.alarm, 3)?;
-        let j = crate::coverage::judge_in(index, &plant.alarm, &passages);
+        let j = crate::coverage::judge_in_like(index, &plant.alarm, &passages, like);
         plant_judged.push(Judged::of(&plant, j.coverage, false, j.best, j.section));
         with_gold += 1;
         if gold_rank(&prompt, &c.gold).is_some() {
@@ -1039,6 +1048,8 @@ pub async fn run_answers(
                 index: pipeline.index.clone(),
                 model: pipeline.model.clone(),
                 counters: Arc::new(crate::pipeline::Counters::default()),
+                examples: pipeline.examples.clone(),
+                own_set_out: pipeline.own_set_out,
             }
         })
         .collect();

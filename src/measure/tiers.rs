@@ -633,6 +633,8 @@ impl Rig {
             model: self.model.clone(),
             cfg: Arc::new(cfg),
             counters,
+            examples: None,
+            own_set_out: false,
         };
         Ok((p, slot))
     }
