@@ -525,18 +525,7 @@ fn ahead<'h>(hits: &'h [Hit], mine: &dyn Fn(&Hit) -> bool) -> Option<(&'h Hit, f
 /// class is the alarm's `kind` (unknown without a `kind`, unlisted when
 /// no manual is for it).
 pub fn judge_in(index: &Index, alarm: &Alarm, hits: &[Hit]) -> Judgement {
-    let docs = alarm
-        .kind
-        .as_deref()
-        .map(|k| index.docs_of_class(k))
-        .unwrap_or_default();
-    let named = alarm.kind.as_deref().is_some_and(|k| !k.trim().is_empty());
-    let equipment = match (docs.is_empty(), named) {
-        (false, _) => Equipment::Known(&docs),
-        (true, true) => Equipment::Unlisted,
-        (true, false) => Equipment::Unknown,
-    };
-    judge_with(alarm, hits, equipment, &index.causes_of(&docs))
+    judge_in_like(index, alarm, hits, None)
 }
 
 /// `judge_in`, with example alarms to judge by (`judge_like`).
