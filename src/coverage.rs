@@ -244,19 +244,24 @@ pub fn judge_like(
     // Other plants' wordings of a fault the manuals do not cover, near
     // this message and nearer than any covered one: words and ranking
     // that say covered are taken in by a neighbouring fault.
+    // Asked by the ranking, the named-alarm way and the word share alike:
+    // read the examples once, and only when one of them would cover.
+    let unlike_once = std::cell::OnceCell::new();
     let unlike = || {
-        let Some(like) = likeness.filter(|_| matches!(equipment, Equipment::Known(_))) else {
-            return false;
-        };
-        let Some(kind) = alarm.kind.as_deref() else {
-            return false;
-        };
-        like.examples
-            .nearest_any(kind, message, like.except)
-            .is_some_and(|n| {
-                n.uncovered >= examples::UNLIKE_AT
-                    && n.uncovered - n.similarity >= examples::UNLIKE_LEAD
-            })
+        *unlike_once.get_or_init(|| {
+            let Some(like) = likeness.filter(|_| matches!(equipment, Equipment::Known(_))) else {
+                return false;
+            };
+            let Some(kind) = alarm.kind.as_deref() else {
+                return false;
+            };
+            like.examples
+                .nearest_any(kind, message, like.except)
+                .is_some_and(|n| {
+                    n.uncovered >= examples::UNLIKE_AT
+                        && n.uncovered - n.similarity >= examples::UNLIKE_LEAD
+                })
+        })
     };
     // Retrieval's own confidence, for a message in the plant's own words:
     // the equipment's best causes section far ahead of any other fault's.

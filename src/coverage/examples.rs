@@ -241,18 +241,16 @@ impl Examples {
     /// its similarity 0), for the nearest uncovered one.
     pub fn nearest_any(&self, kind: &str, message: &str, except: Option<&str>) -> Option<Nearest> {
         let mut tf: HashMap<u32, u32> = HashMap::new();
-        for t in likeness_terms(message) {
-            if let Some(&id) = self.terms.get(&t) {
-                *tf.entry(id).or_default() += 1;
-            }
-        }
         // Terms no example holds weigh as much as the rarest, so a message
         // that says mostly what no example says is near none of them.
+        let mut unseen = 0.0f32;
+        for t in likeness_terms(message) {
+            match self.terms.get(&t) {
+                Some(&id) => *tf.entry(id).or_default() += 1,
+                None => unseen += 1.0,
+            }
+        }
         let rare = (self.all.len().max(1) as f32).ln();
-        let unseen = likeness_terms(message)
-            .iter()
-            .filter(|t| !self.terms.contains_key(*t))
-            .count() as f32;
         let known: Vec<(u32, f32)> = tf
             .into_iter()
             .map(|(id, c)| (id, weight(c, self.idf[id as usize])))
