@@ -197,9 +197,13 @@ pub fn judge_like(
     // A message that says no way in words may say it by a trend
     // (`level still rising`, `降到-3℃`) or by its reading against its
     // threshold.
-    let way = Deviation::of_message(message)
-        .or_else(|| Deviation::of_trend(&faulty))
-        .or_else(|| Deviation::of_reading(alarm));
+    // The alarm's own reading says its way first: a watch-log message
+    // states the alarm, then lists other readings (`滑油压力3.1bar报警（设定
+    // 3.5bar），油温82℃，略偏高` is a low pressure); else the first clause
+    // that says a way in words, else by a trend.
+    let way = Deviation::of_reading(alarm)
+        .or_else(|| clause_first(message, Deviation::of_message))
+        .or_else(|| clause_first(&faulty, Deviation::of_trend));
     let quantity = Quantity::of_alarm(alarm, message);
     let medium = Medium::of_message(&faulty);
     // A reading in a unit of one quantity measures it; a leak alarm is a
@@ -285,9 +289,10 @@ pub fn judge_like(
                     .unit
                     .as_deref()
                     .is_none_or(|u| u.trim().is_empty() || Quantity::of_unit(u).is_some());
-                let faulty_way = Deviation::of_message(&faulty)
-                    .or_else(|| Deviation::of_trend(&faulty))
-                    .or_else(|| Deviation::of_reading(alarm).filter(|_| unit_known));
+                let faulty_way = Deviation::of_reading(alarm)
+                    .filter(|_| unit_known)
+                    .or_else(|| clause_first(&faulty, Deviation::of_message))
+                    .or_else(|| clause_first(&faulty, Deviation::of_trend));
                 let faulty_quantity = Quantity::of_alarm(alarm, &faulty);
                 let said = format!(
                     "{faulty} {}",
@@ -337,6 +342,32 @@ pub fn judge_like(
         best: best.0,
         section: best.1.map(|h| format!("{} § {}", h.doc, h.section)),
     }
+}
+
+/// The first clause of `text` that says what `read` reads.
+fn clause_first<T>(text: &str, read: impl Fn(&str) -> Option<T>) -> Option<T> {
+    clauses(text).find_map(|c| read(c))
+}
+
+/// A message's clauses: split at commas, semicolons, full stops (`.` before
+/// a space, not a decimal point) and line ends.
+fn clauses(text: &str) -> impl Iterator<Item = &str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    for (k, &(i, c)) in chars.iter().enumerate() {
+        let stop = match c {
+            ',' | '，' | '。' | ';' | '；' | '\n' | '！' | '？' => true,
+            '.' => chars.get(k + 1).is_none_or(|&(_, n)| n.is_whitespace()),
+            _ => false,
+        };
+        if stop {
+            out.push(&text[start..i]);
+            start = i + c.len_utf8();
+        }
+    }
+    out.push(&text[start..]);
+    out.into_iter().filter(|c| !c.trim().is_empty())
 }
 
 /// A long message says much besides the fault (where, since when, what
@@ -618,8 +649,12 @@ impl Deviation {
 
     /// The reading's: its value above its threshold, or under it. None
     /// when either is missing or under zero, where a vacuum's `-78 kPa`
-    /// above `-85` is a low vacuum.
+    /// above `-85` is a low vacuum, and for any vacuum, whose reading may
+    /// be an absolute pressure (`18 kPa` over `15`, a vacuum too low).
     pub fn of_reading(alarm: &Alarm) -> Option<Self> {
+        if vacuum(alarm) {
+            return None;
+        }
         match (alarm.value, alarm.threshold) {
             (Some(v), Some(t)) if v < 0.0 || t < 0.0 => None,
             (Some(v), Some(t)) if v > t => Some(Deviation::High),
@@ -675,6 +710,13 @@ impl Deviation {
         });
         only(words.chain(cjk))
     }
+}
+
+/// Whether an alarm is about a vacuum, whose reading may be an absolute
+/// pressure (`壳体绝压18kPa` over 15 is a vacuum too low) or a gauge one.
+fn vacuum(alarm: &Alarm) -> bool {
+    let said = |t: &str| t.to_ascii_lowercase().contains("vac") || t.contains("真空");
+    said(&alarm.code) || alarm.message.as_deref().is_some_and(said)
 }
 
 /// Whether `high` or `low` followed by `next` is a burner's firing rate
