@@ -427,14 +427,39 @@ fn not_normal(message: &str) -> String {
                 .any(|w| w == "still")
                 || clause.contains('仍'))
                 && Deviation::of_trend(clause).is_none();
-            !unchanged
-                && !RULED_OUT_ZH.iter().any(|w| clause.contains(w))
-                && !lower
-                    .split(|c: char| !c.is_ascii_alphanumeric())
-                    .any(|w| matches!(w, "normal" | "normally" | "ok"))
+            // `normal` before a number is the value the reading usually has
+            // (`hyd press dropped to 9 MPa (normal 16)`, `正常3.5bar`), not
+            // a reading found fine.
+            let fine_zh = RULED_OUT_ZH.iter().any(|w| {
+                clause
+                    .match_indices(w)
+                    .any(|(i, _)| !(*w == "正常" && reference(&clause[i + w.len()..])))
+            });
+            let words: Vec<&str> = lower
+                .split(|c: char| !c.is_ascii_alphanumeric() && c != '.')
+                .filter(|w| !w.is_empty())
+                .collect();
+            let number =
+                |w: Option<&&str>| w.is_some_and(|w| w.starts_with(|c: char| c.is_ascii_digit()));
+            let fine = words.iter().enumerate().any(|(i, w)| {
+                matches!(w.trim_end_matches('.'), "normal" | "normally" | "ok")
+                    && !(number(words.get(i + 1))
+                        || (words.get(i + 1).is_some_and(|n| {
+                            matches!(*n, "is" | "was" | "at" | "about" | "approx")
+                        }) && number(words.get(i + 2))))
+            });
+            !unchanged && !fine_zh && !fine
         })
         .collect::<Vec<_>>()
         .join("，")
+}
+
+/// Whether what follows `正常` is the value a reading normally has
+/// (`正常3.5bar`, `正常值80%`, `正常是16MPa`): a reference, not a
+/// reading found fine.
+fn reference(after: &str) -> bool {
+    let after = after.trim_start_matches(['值', '是', '为', '在', '约', ' ', ':', '：']);
+    after.starts_with(|c: char| c.is_ascii_digit())
 }
 
 /// What a message says without the words for it: the quantity its
@@ -515,7 +540,21 @@ fn named<'s>(
     };
     let mut sections: Vec<&Hit> = sections.iter().filter(|h| mine(h)).collect();
     sections.sort_by(|a, b| rank(b).total_cmp(&rank(a)));
-    let said = text_terms(&plain_degree(&cjk_units_out(&glossary::expand(faulty))));
+    let mut said = text_terms(&plain_degree(&cjk_units_out(&glossary::expand(faulty))));
+    // A reading high or low is out of its range: it names a section's
+    // alarm for its quantity abnormal (`viscosity low`, "fuel oil viscosity
+    // abnormal"; `粘度低`, "燃油粘度异常"). Added after the glossary, which
+    // reads `异常` as a failure.
+    if said.iter().any(|w| matches!(w.as_str(), "high" | "low")) {
+        let zh: Vec<String> = said
+            .iter()
+            .filter_map(|w| w.strip_suffix(['高', '低']))
+            .filter(|q| q.chars().count() == 1)
+            .map(|q| format!("{q}异"))
+            .collect();
+        said.extend(zh);
+        said.extend(["abnormal", "range", "异常"].map(String::from));
+    }
     let zh = crate::retrieval::tokenize::has_cjk(message);
     let mut best: (f32, Option<&Hit>) = (0.0, None);
     for h in sections {
@@ -715,8 +754,15 @@ impl Deviation {
 /// Whether an alarm is about a vacuum, whose reading may be an absolute
 /// pressure (`壳体绝压18kPa` over 15 is a vacuum too low) or a gauge one.
 fn vacuum(alarm: &Alarm) -> bool {
+    // Only the alarm's own clause: `Shell vacuum 93%` later in a salinity
+    // alarm's message is another reading.
     let said = |t: &str| t.to_ascii_lowercase().contains("vac") || t.contains("真空");
-    said(&alarm.code) || alarm.message.as_deref().is_some_and(said)
+    said(&alarm.code)
+        || alarm
+            .message
+            .as_deref()
+            .and_then(|m| clauses(m).next())
+            .is_some_and(said)
 }
 
 /// Whether `high` or `low` followed by `next` is a burner's firing rate
