@@ -194,9 +194,6 @@ pub fn judge_like(
     // What the watchkeeper found fine says nothing of the way, the
     // quantity or the medium of the fault.
     let faulty = not_normal(message);
-    // A message that says no way in words may say it by a trend
-    // (`level still rising`, `降到-3℃`) or by its reading against its
-    // threshold.
     // The alarm's own reading says its way first: a watch-log message
     // states the alarm, then lists other readings (`滑油压力3.1bar报警（设定
     // 3.5bar），油温82℃，略偏高` is a low pressure); else the first clause
@@ -688,8 +685,9 @@ impl Deviation {
 
     /// The reading's: its value above its threshold, or under it. None
     /// when either is missing or under zero, where a vacuum's `-78 kPa`
-    /// above `-85` is a low vacuum, and for any vacuum, whose reading may
-    /// be an absolute pressure (`18 kPa` over `15`, a vacuum too low).
+    /// above `-85` is a low vacuum, and for an alarm about a vacuum
+    /// (`vacuum`), whose reading may be an absolute pressure (`18 kPa`
+    /// over `15`, a vacuum too low).
     pub fn of_reading(alarm: &Alarm) -> Option<Self> {
         if vacuum(alarm) {
             return None;
@@ -2496,6 +2494,7 @@ mod tests {
             assert!(!same_word(w, s), "{w} {s}");
         }
     }
+
     #[test]
     fn the_alarms_own_reading_says_its_way_before_the_other_readings_it_lists() {
         // Held-out plant-2834: the message's `略偏高` is the oil
