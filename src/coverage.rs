@@ -303,11 +303,22 @@ pub fn judge_like(
             .or_else(|| {
                 // Another plant's wording of the fault, near this one and
                 // nearer than any of a fault the manuals do not cover.
+                // Less near when it names the section retrieval ranks first
+                // (in the pipeline's order, not by the first pass's score).
                 let like = likeness.filter(|_| matches!(equipment, Equipment::Known(_)))?;
+                let first = hits
+                    .iter()
+                    .find(|h| own_alarm(h).is_some() && mine(h))
+                    .map(section_code);
                 let near = like
                     .examples
                     .nearest(alarm.kind.as_deref()?, message, like.except)
-                    .filter(|n| n.similarity >= examples::NEAR_AT && n.lead >= examples::LEAD_AT)?;
+                    .filter(|n| {
+                        n.lead >= examples::LEAD_AT
+                            && (n.similarity >= examples::NEAR_AT
+                                || (n.similarity >= examples::AGREED_AT
+                                    && first == Some(n.section.as_str())))
+                    })?;
                 let zh = crate::retrieval::tokenize::has_cjk(message);
                 let of_code = |h: &&Hit| section_code(h) == near.section && !opposite(h);
                 let lang = |h: &&Hit| {

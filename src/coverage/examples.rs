@@ -21,6 +21,10 @@ use crate::retrieval::tokenize::{is_cjk, terms};
 /// The nearest covered example's similarity (cosine of TF-IDF vectors) at
 /// which it speaks for the alarm.
 pub const NEAR_AT: f32 = 0.55;
+/// The same, when its section is the one retrieval ranks first among the
+/// alarm's own: two witnesses that read different things (other plants'
+/// wordings, the manual's words) agreeing need less from each.
+pub const AGREED_AT: f32 = 0.2;
 /// How far the nearest covered example must be ahead of the nearest
 /// uncovered one of the same equipment.
 pub const LEAD_AT: f32 = 0.1;
@@ -81,8 +85,8 @@ pub struct Examples {
 /// The nearest uncovered example's similarity at which it speaks against
 /// words and ranking that say covered, and its lead over the nearest
 /// covered example.
-pub const UNLIKE_AT: f32 = 0.4;
-pub const UNLIKE_LEAD: f32 = 0.1;
+pub const UNLIKE_AT: f32 = 0.25;
+pub const UNLIKE_LEAD: f32 = 0.05;
 
 /// The nearest covered example of an alarm's equipment.
 #[derive(Debug, Clone, PartialEq)]
