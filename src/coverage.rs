@@ -2358,12 +2358,140 @@ mod tests {
         assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
         assert!(j.section.unwrap().contains("SFT-STB-TEMP-HI"));
         // A case is never its own example: with set 12 left out, the one
-        // example in this alarm's words is not read, and words decide.
+        // example in this alarm's very words is not read; set 10's wording
+        // of the same fault, less near, still speaks against the words.
+        let message = a.message.as_deref().unwrap();
+        let all = ex
+            .nearest_any("shafting_stern_tube", message, None)
+            .unwrap();
+        let left_out = ex
+            .nearest_any("shafting_stern_tube", message, Some("12"))
+            .unwrap();
+        assert!(left_out.uncovered < all.uncovered, "{left_out:?} {all:?}");
         let own = Some(Likeness {
             examples: &ex,
             except: Some("12"),
         });
+        assert_eq!(judged(&a, own).coverage, Coverage::Related);
+        let only_12 = Examples::of(vec![row(
+            "12",
+            "INTERMEDIATE SHAFT BRG No.1 TEMP HIGH",
+            None,
+        )]);
+        let own = Some(Likeness {
+            examples: &only_12,
+            except: Some("12"),
+        });
         assert_eq!(judged(&a, own).coverage, Coverage::Covered);
+    }
+
+    fn purifier() -> (Vec<Hit>, Vec<String>) {
+        let doc = "purifier-en";
+        let sections = vec![
+            causes(doc, "PUR-DISCH-FAIL", "Purifier sludge discharge failure (no discharge, bowl does not open). Probable causes, most likely first: 1) operating water solenoid valve not opening."),
+            causes(doc, "PUR-OIL-LOSS", "Purifier oil loss through the sludge port (oil loss, bowl not closing). Probable causes, most likely first: 1) worn bowl seal ring."),
+        ];
+        (sections, docs(&[doc]))
+    }
+
+    fn purifier_row(set: &str, message: &str, section: Option<&str>) -> Row4 {
+        (
+            set.to_string(),
+            "purifier".to_string(),
+            message.to_string(),
+            section.map(str::to_string),
+        )
+    }
+
+    type Row4 = (String, String, String, Option<String>);
+
+    #[test]
+    fn a_less_near_example_names_the_section_retrieval_ranks_first() {
+        // Another plant's wording shares only some words with this one,
+        // too few to speak alone, but it names the section retrieval read
+        // first: two witnesses that read different things agree.
+        let (sections, d) = purifier();
+        let ex = Examples::of(vec![
+            purifier_row(
+                "10",
+                "HFO SEP No.1 ejection not confirmed, feed stopped",
+                Some("PUR-DISCH-FAIL"),
+            ),
+            purifier_row("11", "purifier motor overload trip", None),
+        ]);
+        let like = Some(Likeness {
+            examples: &ex,
+            except: None,
+        });
+        let mut a = alarm(
+            "XA-8021",
+            "HFO separator ejection missing after sludge cycle",
+        );
+        a.kind = Some("purifier".into());
+        let n = ex
+            .nearest("purifier", a.message.as_deref().unwrap(), None)
+            .unwrap();
+        assert!(
+            n.similarity >= examples::AGREED_AT && n.similarity < examples::NEAR_AT,
+            "the example must be less near than NEAR_AT for this test: {n:?}"
+        );
+        let first = judge_like(&a, &sections, Equipment::Known(&d), &sections, like);
+        assert_eq!(first.coverage, Coverage::Covered, "{first:?}");
+        assert!(first.section.unwrap().contains("PUR-DISCH-FAIL"));
+        // Retrieval ranking the other fault first: the example alone is not
+        // near enough.
+        let swapped: Vec<Hit> = sections.iter().rev().cloned().collect();
+        let j = judge_like(&a, &swapped, Equipment::Known(&d), &sections, like);
+        assert_eq!(j.coverage, Coverage::Related, "{j:?}");
+    }
+
+    #[test]
+    fn an_uncovered_example_a_little_nearer_speaks_against_the_words() {
+        // The message holds every word of the lube oil temperature section's
+        // alarm, but other plants wrote this very wording for a fault no
+        // section is about (the oil after the turbocharger, not the engine's
+        // inlet), and nearer than anything written for the inlet.
+        let sections = lube_oil();
+        let d = docs(&["main_engine_lube_oil-en"]);
+        let row = |set: &str, message: &str, section: Option<&str>| {
+            (
+                set.to_string(),
+                "main_engine_lube_oil".to_string(),
+                message.to_string(),
+                section.map(str::to_string),
+            )
+        };
+        let ex = Examples::of(vec![
+            row(
+                "10",
+                "turbocharger bearing oil outlet side running warm",
+                None,
+            ),
+            row(
+                "11",
+                "main engine lube oil inlet hot, cooler fouled",
+                Some("ME-LO-TEMP-HI"),
+            ),
+            row("12", "main bearing oil pressure low", Some("ME-LO-PRES-LO")),
+        ]);
+        let like = Some(Likeness {
+            examples: &ex,
+            except: None,
+        });
+        let mut a = alarm("TAH-118", "LO temp high, T/C outlet side");
+        a.kind = Some("main_engine_lube_oil".into());
+        let n = ex
+            .nearest_any("main_engine_lube_oil", a.message.as_deref().unwrap(), None)
+            .unwrap();
+        assert!(
+            n.uncovered >= examples::UNLIKE_AT && n.uncovered < 0.4,
+            "the uncovered example must be nearer than UNLIKE_AT and under the old 0.4: {n:?}"
+        );
+        assert!(n.uncovered - n.similarity >= examples::UNLIKE_LEAD, "{n:?}");
+        let without = judge_like(&a, &sections, Equipment::Known(&d), &sections, None);
+        assert_eq!(without.coverage, Coverage::Covered, "{without:?}");
+        let j = judge_like(&a, &sections, Equipment::Known(&d), &sections, like);
+        assert_eq!(j.coverage, Coverage::Related, "{j:?}");
     }
 
     #[test]
