@@ -2303,12 +2303,7 @@ mod tests {
         ];
         let d = docs(&[doc]);
         let row = |set: &str, message: &str, section: Option<&str>| {
-            (
-                set.to_string(),
-                "shafting_stern_tube".to_string(),
-                message.to_string(),
-                section.map(str::to_string),
-            )
+            example(set, "shafting_stern_tube", message, section)
         };
         let ex = Examples::of(vec![
             row(
@@ -2394,10 +2389,11 @@ mod tests {
         (sections, docs(&[doc]))
     }
 
-    fn purifier_row(set: &str, message: &str, section: Option<&str>) -> Row4 {
+    /// One example alarm row, as `Examples::of` takes it.
+    fn example(set: &str, kind: &str, message: &str, section: Option<&str>) -> Row4 {
         (
             set.to_string(),
-            "purifier".to_string(),
+            kind.to_string(),
             message.to_string(),
             section.map(str::to_string),
         )
@@ -2412,12 +2408,13 @@ mod tests {
         // first: two witnesses that read different things agree.
         let (sections, d) = purifier();
         let ex = Examples::of(vec![
-            purifier_row(
+            example(
                 "10",
+                "purifier",
                 "HFO SEP No.1 ejection not confirmed, feed stopped",
                 Some("PUR-DISCH-FAIL"),
             ),
-            purifier_row("11", "purifier motor overload trip", None),
+            example("11", "purifier", "purifier motor overload trip", None),
         ]);
         let like = Some(Likeness {
             examples: &ex,
@@ -2454,12 +2451,7 @@ mod tests {
         let sections = lube_oil();
         let d = docs(&["main_engine_lube_oil-en"]);
         let row = |set: &str, message: &str, section: Option<&str>| {
-            (
-                set.to_string(),
-                "main_engine_lube_oil".to_string(),
-                message.to_string(),
-                section.map(str::to_string),
-            )
+            example(set, "main_engine_lube_oil", message, section)
         };
         let ex = Examples::of(vec![
             row(
