@@ -317,7 +317,8 @@ pub fn judge_like(
                         n.lead >= examples::LEAD_AT
                             && (n.similarity >= examples::NEAR_AT
                                 || (n.similarity >= examples::AGREED_AT
-                                    && first == Some(n.section.as_str())))
+                                    && first == Some(n.section.as_str())
+                                    && affirms(&n.section, way, quantity)))
                     })?;
                 let zh = crate::retrieval::tokenize::has_cjk(message);
                 let of_code = |h: &&Hit| section_code(h) == near.section && !opposite(h);
@@ -350,6 +351,17 @@ pub fn judge_like(
         best: best.0,
         section: best.1.map(|h| format!("{} § {}", h.doc, h.section)),
     }
+}
+
+/// Whether a message says what a section's code says of its fault: the
+/// code's way (`LO`) or its quantity (`PRES`), when it names either. A less
+/// near example is trusted with retrieval only then: `压载泵启动失败` shares
+/// the pump's words with another plant's `2号压载泵压力低`, and retrieval
+/// ranks the pump's pressure section first, but it says neither pressure nor
+/// low (issue 30's own example of an uncovered fault).
+fn affirms(code: &str, way: Option<Deviation>, quantity: Option<Quantity>) -> bool {
+    let (w, q) = (Deviation::of_code(code), Quantity::of_code(code));
+    (w.is_none() && q.is_none()) || (w.is_some() && w == way) || (q.is_some() && q == quantity)
 }
 
 /// The first clause of `text` that says what `read` reads.
@@ -2440,6 +2452,54 @@ mod tests {
         let swapped: Vec<Hit> = sections.iter().rev().cloned().collect();
         let j = judge_like(&a, &swapped, Equipment::Known(&d), &sections, like);
         assert_eq!(j.coverage, Coverage::Related, "{j:?}");
+    }
+
+    #[test]
+    fn a_less_near_example_does_not_cover_what_its_section_code_says_nothing_of() {
+        // Issue 30's own uncovered example: the ballast pump will not start.
+        // Another plant's pump pressure low shares the pump's words, and
+        // retrieval ranks the pressure section first; the message says
+        // neither pressure nor low.
+        let sections = vec![
+            causes("ballast-zh", "BAL-PUMP-PRES-LO", "压载泵排出压力低或吸空（压载泵压力低）。可能原因（按可能性排序）：（1）液舱将空。"),
+            causes("ballast-zh", "BAL-VLV-FAIL", "压载阀动作失败（阀门不动作、无反馈）。可能原因（按可能性排序）：（1）液压站压力低。"),
+        ];
+        let d = docs(&["ballast-zh"]);
+        let ex = Examples::of(vec![
+            example(
+                "10",
+                "ballast",
+                "1号压载泵排出压力低",
+                Some("BAL-PUMP-PRES-LO"),
+            ),
+            example("11", "ballast", "紫外灯强度低", None),
+        ]);
+        let like = Some(Likeness {
+            examples: &ex,
+            except: None,
+        });
+        let mut a = alarm("AL-5102", "压载泵启动失败");
+        a.kind = Some("ballast".into());
+        let n = ex.nearest("ballast", "压载泵启动失败", None).unwrap();
+        assert!(
+            n.similarity >= examples::AGREED_AT
+                && n.similarity < examples::NEAR_AT
+                && n.lead >= examples::LEAD_AT,
+            "the example must agree but be less near than NEAR_AT for this test: {n:?}"
+        );
+        let j = judge_like(&a, &sections, Equipment::Known(&d), &sections, like);
+        assert_eq!(j.coverage, Coverage::Related, "{j:?}");
+        // Saying the way or the quantity is enough; a code that names
+        // neither asks nothing (`ejection not detected`, PUR-DISCH-FAIL).
+        assert!(affirms("BAL-PUMP-PRES-LO", Some(Deviation::Low), None));
+        assert!(affirms("BAL-PUMP-PRES-LO", None, Some(Quantity::Pressure)));
+        assert!(!affirms("BAL-PUMP-PRES-LO", None, None));
+        assert!(!affirms(
+            "BAL-PUMP-PRES-LO",
+            Some(Deviation::High),
+            Some(Quantity::Temperature)
+        ));
+        assert!(affirms("PUR-DISCH-FAIL", None, None));
     }
 
     #[test]
