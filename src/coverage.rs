@@ -314,11 +314,11 @@ pub fn judge_like(
                     .examples
                     .nearest(alarm.kind.as_deref()?, message, like.except)
                     .filter(|n| {
-                        n.lead >= examples::LEAD_AT
-                            && (n.similarity >= examples::NEAR_AT
-                                || (n.similarity >= examples::AGREED_AT
-                                    && first == Some(n.section.as_str())
-                                    && affirms(&n.section, way, quantity)))
+                        (n.similarity >= examples::NEAR_AT && n.lead >= examples::LEAD_AT)
+                            || (n.similarity >= examples::AGREED_AT
+                                && n.lead >= examples::AGREED_LEAD_AT
+                                && first == Some(n.section.as_str())
+                                && affirms(&n.section, way, quantity))
                     })?;
                 let zh = crate::retrieval::tokenize::has_cjk(message);
                 let of_code = |h: &&Hit| section_code(h) == near.section && !opposite(h);

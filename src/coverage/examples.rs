@@ -28,6 +28,9 @@ pub const AGREED_AT: f32 = 0.2;
 /// How far the nearest covered example must be ahead of the nearest
 /// uncovered one of the same equipment.
 pub const LEAD_AT: f32 = 0.1;
+/// The same, for the less near example that agrees with retrieval: the
+/// agreement is itself the evidence against the uncovered neighbour.
+pub const AGREED_LEAD_AT: f32 = 0.05;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExamplesError {
