@@ -2455,6 +2455,46 @@ mod tests {
     }
 
     #[test]
+    fn an_agreeing_example_needs_less_lead_over_an_uncovered_one() {
+        // An uncovered fault of the same equipment shares the sludge words,
+        // nearly as near as the covered example: alone, the example would not
+        // speak (less than LEAD_AT ahead); agreeing with retrieval, it does.
+        let (sections, d) = purifier();
+        let ex = Examples::of(vec![
+            example(
+                "10",
+                "purifier",
+                "HFO SEP No.1 ejection not confirmed, feed stopped",
+                Some("PUR-DISCH-FAIL"),
+            ),
+            example("11", "purifier", "sludge pump stopped", None),
+            example("12", "purifier", "purifier motor overload trip", None),
+        ]);
+        let like = Some(Likeness {
+            examples: &ex,
+            except: None,
+        });
+        let mut a = alarm(
+            "XA-8021",
+            "HFO separator ejection missing after sludge cycle",
+        );
+        a.kind = Some("purifier".into());
+        let n = ex
+            .nearest("purifier", a.message.as_deref().unwrap(), None)
+            .unwrap();
+        assert!(
+            n.similarity >= examples::AGREED_AT
+                && n.similarity < examples::NEAR_AT
+                && n.lead >= examples::AGREED_LEAD_AT
+                && n.lead < examples::LEAD_AT,
+            "the example must agree, less near than NEAR_AT and less ahead than LEAD_AT: {n:?}"
+        );
+        let j = judge_like(&a, &sections, Equipment::Known(&d), &sections, like);
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+        assert!(j.section.unwrap().contains("PUR-DISCH-FAIL"));
+    }
+
+    #[test]
     fn a_less_near_example_does_not_cover_what_its_section_code_says_nothing_of() {
         // Issue 30's own uncovered example: the ballast pump will not start.
         // Another plant's pump pressure low shares the pump's words, and
