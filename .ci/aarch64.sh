@@ -5,7 +5,10 @@
 # instead of at sea. Installs what it needs (apt, rustup) when missing. Run from
 # anywhere; needs root only when something has to be installed.
 #
-#   .ci/aarch64.sh
+#   .ci/aarch64.sh              toolchain, build, flags, qemu run, .deb
+#   .ci/aarch64.sh --toolchain  only install what it needs (apt, rustup), so that
+#                               CI can run the rest in the background while other
+#                               stages run, with no two apt-gets at once
 #
 # Environment:
 #   TW_AARCH64_TARGET_DIR=/tmp/tw-aarch64   cargo target dir (never the repo's target/,
@@ -13,6 +16,12 @@
 #   TW_QEMU_CPU=cortex-a53                  qemu -cpu model
 set -Eeuo pipefail
 
+toolchain_only=0
+case "${1:-}" in
+    --toolchain) toolchain_only=1 ;;
+    "") ;;
+    *) echo "usage: .ci/aarch64.sh [--toolchain]" >&2; exit 2 ;;
+esac
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 target=aarch64-unknown-linux-gnu
 target_dir=${TW_AARCH64_TARGET_DIR:-/tmp/tw-aarch64}
@@ -59,6 +68,7 @@ if ! rustup target list --installed | grep -qx "$target"; then
     rustup target add "$target" || fail "rustup target add $target failed"
 fi
 end
+[ "$toolchain_only" = 0 ] || exit 0
 
 # ------------------------------------------------------------------ build
 begin build
@@ -135,10 +145,11 @@ prompt_budget = 512
 max_tokens = 96
 [watchdog]
 # The defaults (20 s without decode progress = hung) are for the board; one emulated
-# prefill batch takes minutes, and a "hung" slot would end in the degraded fallback
-# instead of testing the model.
-stall_timeout_s = 600
-deadline_s = 1200
+# prefill batch takes minutes (more when CI runs this beside the tests, at a low
+# priority), and a "hung" slot would end in the degraded fallback instead of
+# testing the model.
+stall_timeout_s = 1800
+deadline_s = 3600
 hard_timeout_s = 60
 EOF
 mkdir -p "$work/state"

@@ -8,6 +8,9 @@
 # panic ends in). Needs root.
 #
 #   .ci/box-test.sh BINARY MODEL
+#   .ci/box-test.sh --rootfs     only install the host tools and build the pristine
+#                                rootfs (debootstrap), so that CI can do that in the
+#                                background while the tests run
 #
 #   BINARY  tidewatch built for this machine (x86_64 here), e.g. target/release/tidewatch
 #   MODEL   small GGUF, e.g. "$(deploy/fetch-models.sh)"
@@ -20,16 +23,22 @@
 #   BOX_STANDIN=1                       BINARY is .ci/box-standin.sh (debugging the box)
 set -Eeuo pipefail
 
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
-if [ $# -ne 2 ] || [ "$1" = -h ] || [ "$1" = --help ]; then
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
+rootfs_only=0
+if [ $# -eq 1 ] && [ "$1" = --rootfs ]; then
+    rootfs_only=1
+elif [ $# -ne 2 ] || [ "$1" = -h ] || [ "$1" = --help ]; then
     usage
     [ $# -eq 2 ] && exit 0
     exit 2
 fi
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-binary=$(realpath "$1")
-model=$(realpath "$2")
+binary="" model=""
+if [ "$rootfs_only" = 0 ]; then
+    binary=$(realpath "$1")
+    model=$(realpath "$2")
+fi
 cache=${BOX_CACHE:-/var/cache/tidewatch-box}
 timeout=${BOX_TIMEOUT:-300}
 standin=${BOX_STANDIN:-0}
@@ -117,8 +126,10 @@ wait_for() {
 # ------------------------------------------------------------------ host tools
 begin host-tools
 [ "$(id -u)" -eq 0 ] || fail "must run as root (debootstrap and systemd-nspawn need it)"
-[ -x "$binary" ] || fail "BINARY '$1' is not an executable file"
-[ -f "$model" ] || fail "MODEL '$2' does not exist"
+if [ "$rootfs_only" = 0 ]; then
+    [ -x "$binary" ] || fail "BINARY '$1' is not an executable file"
+    [ -f "$model" ] || fail "MODEL '$2' does not exist"
+fi
 [ -d "$repo/knowledge" ] || fail "$repo/knowledge is missing: install.sh builds the index from it"
 missing=()
 for tool in debootstrap:debootstrap systemd-nspawn:systemd-container nsenter:util-linux jq:jq pgrep:procps; do
@@ -158,6 +169,10 @@ else
     mv "$rootfs.partial" "$rootfs"
 fi
 end
+if [ "$rootfs_only" = 1 ]; then
+    say "pristine rootfs ready in $rootfs"
+    exit 0
+fi
 
 # ------------------------------------------------------------------ boot
 # Each run boots a fresh copy so state from an earlier run (users, units, retained
