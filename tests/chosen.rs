@@ -145,9 +145,12 @@ fn every_published_cause_and_action_of_a_chosen_answer_is_a_manual_item() {
     let root = repo().join("knowledge");
     let mut bad = Vec::new();
     let mut published = 0;
+    // One state directory for all, as on a board: a passage or system
+    // prompt read for one alarm is restored from the disk tier for the next,
+    // not read again.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), free_port(), "chosen", "", "");
     for a in &alarms {
-        let dir = tempfile::tempdir().unwrap();
-        let cfg = config(dir.path(), free_port(), "chosen", "", "");
         let (d, log) = diagnose_cli_logged(dir.path(), &cfg, &a.to_string());
         assert_full_diagnosis_shape(&d);
         let id = a["id"].as_str().unwrap();
