@@ -2413,25 +2413,23 @@ mod tests {
 
     type Row4 = (String, String, String, Option<String>);
 
-    #[test]
-    fn a_less_near_example_names_the_section_retrieval_ranks_first() {
-        // Another plant's wording shares only some words with this one,
-        // too few to speak alone, but it names the section retrieval read
-        // first: two witnesses that read different things agree.
-        let (sections, d) = purifier();
-        let ex = Examples::of(vec![
-            example(
-                "10",
-                "purifier",
-                "HFO SEP No.1 ejection not confirmed, feed stopped",
-                Some("PUR-DISCH-FAIL"),
-            ),
-            example("11", "purifier", "purifier motor overload trip", None),
-        ]);
-        let like = Some(Likeness {
-            examples: &ex,
-            except: None,
-        });
+    /// Another plant's wording of the sludge discharge failure and the given
+    /// uncovered faults of the separator as examples, this plant's alarm of
+    /// the same fault in other words, and its nearest example.
+    fn sludge_discharge(uncovered: &[&str]) -> (Examples, Alarm, examples::Nearest) {
+        let mut rows = vec![example(
+            "10",
+            "purifier",
+            "HFO SEP No.1 ejection not confirmed, feed stopped",
+            Some("PUR-DISCH-FAIL"),
+        )];
+        rows.extend(
+            uncovered
+                .iter()
+                .enumerate()
+                .map(|(i, m)| example(&format!("1{}", i + 1), "purifier", m, None)),
+        );
+        let ex = Examples::of(rows);
         let mut a = alarm(
             "XA-8021",
             "HFO separator ejection missing after sludge cycle",
@@ -2440,6 +2438,20 @@ mod tests {
         let n = ex
             .nearest("purifier", a.message.as_deref().unwrap(), None)
             .unwrap();
+        (ex, a, n)
+    }
+
+    #[test]
+    fn a_less_near_example_names_the_section_retrieval_ranks_first() {
+        // Another plant's wording shares only some words with this one,
+        // too few to speak alone, but it names the section retrieval read
+        // first: two witnesses that read different things agree.
+        let (sections, d) = purifier();
+        let (ex, a, n) = sludge_discharge(&["purifier motor overload trip"]);
+        let like = Some(Likeness {
+            examples: &ex,
+            except: None,
+        });
         assert!(
             n.similarity >= examples::AGREED_AT && n.similarity < examples::NEAR_AT,
             "the example must be less near than NEAR_AT for this test: {n:?}"
@@ -2460,28 +2472,11 @@ mod tests {
         // nearly as near as the covered example: alone, the example would not
         // speak (less than LEAD_AT ahead); agreeing with retrieval, it does.
         let (sections, d) = purifier();
-        let ex = Examples::of(vec![
-            example(
-                "10",
-                "purifier",
-                "HFO SEP No.1 ejection not confirmed, feed stopped",
-                Some("PUR-DISCH-FAIL"),
-            ),
-            example("11", "purifier", "sludge pump stopped", None),
-            example("12", "purifier", "purifier motor overload trip", None),
-        ]);
+        let (ex, a, n) = sludge_discharge(&["sludge pump stopped", "purifier motor overload trip"]);
         let like = Some(Likeness {
             examples: &ex,
             except: None,
         });
-        let mut a = alarm(
-            "XA-8021",
-            "HFO separator ejection missing after sludge cycle",
-        );
-        a.kind = Some("purifier".into());
-        let n = ex
-            .nearest("purifier", a.message.as_deref().unwrap(), None)
-            .unwrap();
         assert!(
             n.similarity >= examples::AGREED_AT
                 && n.similarity < examples::NEAR_AT
