@@ -170,7 +170,8 @@ else
 fi
 end
 if [ "$rootfs_only" = 1 ]; then
-    say "pristine rootfs ready in $rootfs"
+    trap - EXIT
+    say "pristine rootfs ready in $rootfs ($(elapsed "$t_all")s); nothing booted or tested"
     exit 0
 fi
 
