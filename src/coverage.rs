@@ -304,21 +304,38 @@ pub fn judge_like(
                 // Another plant's wording of the fault, near this one and
                 // nearer than any of a fault the manuals do not cover.
                 // Less near when it names the section retrieval ranks first
-                // (in the pipeline's order, not by the first pass's score).
+                // (in the pipeline's order, not by the first pass's score),
+                // or another of the alarm's own sections retrieval found,
+                // well nearer than any wording of the first.
                 let like = likeness.filter(|_| matches!(equipment, Equipment::Known(_)))?;
+                let kind = alarm.kind.as_deref()?;
                 let first = hits
                     .iter()
                     .find(|h| own_alarm(h).is_some() && mine(h))
                     .map(section_code);
+                let found = |code: &str| {
+                    hits.iter()
+                        .any(|h| own_alarm(h).is_some() && mine(h) && section_code(h) == code)
+                };
                 let near = like
                     .examples
-                    .nearest(alarm.kind.as_deref()?, message, like.except)
+                    .nearest(kind, message, like.except)
                     .filter(|n| {
+                        let agreed = first == Some(n.section.as_str());
+                        let ranked = || {
+                            n.similarity >= examples::RANKED_AT
+                                && found(&n.section)
+                                && first.is_some_and(|f| {
+                                    n.similarity
+                                        - like.examples.nearest_of(kind, message, like.except, f)
+                                        >= examples::OVER_FIRST_AT
+                                })
+                        };
                         (n.similarity >= examples::NEAR_AT && n.lead >= examples::LEAD_AT)
-                            || (n.similarity >= examples::AGREED_AT
-                                && n.lead >= examples::AGREED_LEAD_AT
-                                && first == Some(n.section.as_str())
-                                && affirms(&n.section, way, quantity))
+                            || (n.lead >= examples::AGREED_LEAD_AT
+                                && affirms(&n.section, way, quantity)
+                                && ((agreed && n.similarity >= examples::AGREED_AT)
+                                    || (!agreed && ranked())))
                     })?;
                 let zh = crate::retrieval::tokenize::has_cjk(message);
                 let of_code = |h: &&Hit| section_code(h) == near.section && !opposite(h);

@@ -31,6 +31,15 @@ pub const LEAD_AT: f32 = 0.1;
 /// The same, for the less near example that agrees with retrieval: the
 /// agreement is itself the evidence against the uncovered neighbour.
 pub const AGREED_LEAD_AT: f32 = 0.05;
+/// The nearest covered example's similarity when its section is one of the
+/// alarm's own that retrieval found, but not the one it ranks first: a
+/// plant's words for a hatch left open (`hatch switch says OPEN`) share the
+/// hull's words with its leak, which retrieval may rank first.
+pub const RANKED_AT: f32 = 0.3;
+/// How much nearer than every example of retrieval's first section that
+/// example must be: other plants' wordings of retrieval's pick, less like
+/// this message, speak against the pick.
+pub const OVER_FIRST_AT: f32 = 0.1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExamplesError {
@@ -247,6 +256,57 @@ impl Examples {
     /// `nearest`, also when no covered example is near (its section empty,
     /// its similarity 0), for the nearest uncovered one.
     pub fn nearest_any(&self, kind: &str, message: &str, except: Option<&str>) -> Option<Nearest> {
+        let query = self.query(message)?;
+        let (mut covered, mut uncovered): (Option<(f32, &str)>, f32) = (None, 0.0);
+        for e in self.of_kind(kind, except) {
+            let s = e.similarity(&query);
+            match &e.section {
+                Some(code) if covered.is_none_or(|(b, _)| s > b) => covered = Some((s, code)),
+                Some(_) => {}
+                None => uncovered = uncovered.max(s),
+            }
+        }
+        let (s, code) = covered.unwrap_or((0.0, ""));
+        Some(Nearest {
+            section: code.to_string(),
+            similarity: s,
+            lead: s - uncovered,
+            uncovered,
+        })
+    }
+
+    /// The similarity to `message` of the nearest example of `kind` whose
+    /// section is `section` (0 without one).
+    pub fn nearest_of(
+        &self,
+        kind: &str,
+        message: &str,
+        except: Option<&str>,
+        section: &str,
+    ) -> f32 {
+        let Some(query) = self.query(message) else {
+            return 0.0;
+        };
+        self.of_kind(kind, except)
+            .filter(|e| e.section.as_deref() == Some(section))
+            .map(|e| e.similarity(&query))
+            .fold(0.0, f32::max)
+    }
+
+    /// The examples of `kind`, but those of set `except`.
+    fn of_kind<'e>(
+        &'e self,
+        kind: &'e str,
+        except: Option<&'e str>,
+    ) -> impl Iterator<Item = &'e Example> {
+        self.all
+            .iter()
+            .filter(move |e| e.kind == kind && Some(e.set.as_str()) != except)
+    }
+
+    /// A message's unit-length TF-IDF weights, by term id; None when it
+    /// holds no term.
+    fn query(&self, message: &str) -> Option<HashMap<u32, f32>> {
         let mut tf: HashMap<u32, u32> = HashMap::new();
         // Terms no example holds weigh as much as the rarest, so a message
         // that says mostly what no example says is near none of them.
@@ -266,31 +326,17 @@ impl Examples {
         if norm == 0.0 {
             return None;
         }
-        let query: HashMap<u32, f32> = known.into_iter().map(|(id, w)| (id, w / norm)).collect();
-        let (mut covered, mut uncovered): (Option<(f32, &str)>, f32) = (None, 0.0);
-        for e in self
-            .all
+        Some(known.into_iter().map(|(id, w)| (id, w / norm)).collect())
+    }
+}
+
+impl Example {
+    /// Its cosine with a unit-length `query`.
+    fn similarity(&self, query: &HashMap<u32, f32>) -> f32 {
+        self.weights
             .iter()
-            .filter(|e| e.kind == kind && Some(e.set.as_str()) != except)
-        {
-            let s: f32 = e
-                .weights
-                .iter()
-                .filter_map(|(id, w)| query.get(id).map(|q| q * w))
-                .sum();
-            match &e.section {
-                Some(code) if covered.is_none_or(|(b, _)| s > b) => covered = Some((s, code)),
-                Some(_) => {}
-                None => uncovered = uncovered.max(s),
-            }
-        }
-        let (s, code) = covered.unwrap_or((0.0, ""));
-        Some(Nearest {
-            section: code.to_string(),
-            similarity: s,
-            lead: s - uncovered,
-            uncovered,
-        })
+            .filter_map(|(id, w)| query.get(id).map(|q| q * w))
+            .sum()
     }
 }
 
