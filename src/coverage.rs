@@ -2434,6 +2434,15 @@ mod tests {
     /// uncovered faults of the separator as examples, this plant's alarm of
     /// the same fault in other words, and its nearest example.
     fn sludge_discharge(uncovered: &[&str]) -> (Examples, Alarm, examples::Nearest) {
+        sludge_discharge_among(uncovered, &[])
+    }
+
+    /// `sludge_discharge`, with wordings of other covered faults too
+    /// (message, section).
+    fn sludge_discharge_among(
+        uncovered: &[&str],
+        covered: &[(&str, &str)],
+    ) -> (Examples, Alarm, examples::Nearest) {
         let mut rows = vec![example(
             "10",
             "purifier",
@@ -2445,6 +2454,12 @@ mod tests {
                 .iter()
                 .enumerate()
                 .map(|(i, m)| example(&format!("1{}", i + 1), "purifier", m, None)),
+        );
+        rows.extend(
+            covered
+                .iter()
+                .enumerate()
+                .map(|(i, (m, code))| example(&format!("2{}", i + 1), "purifier", m, Some(code))),
         );
         let ex = Examples::of(rows);
         let mut a = alarm(
@@ -2476,9 +2491,46 @@ mod tests {
         let first = judge_like(&a, &sections, Equipment::Known(&d), &sections, like);
         assert_eq!(first.coverage, Coverage::Covered, "{first:?}");
         assert!(first.section.unwrap().contains("PUR-DISCH-FAIL"));
-        // Retrieval ranking the other fault first: the example alone is not
-        // near enough.
+    }
+
+    #[test]
+    fn an_example_well_nearer_than_any_wording_of_retrievals_first_speaks_against_it() {
+        // Retrieval ranks the oil loss first and the discharge failure
+        // second. Another plant's wording of the discharge failure is near
+        // this message and no plant's wording of the oil loss is: the
+        // example names the second (RANKED_AT, OVER_FIRST_AT).
+        let (sections, d) = purifier();
         let swapped: Vec<Hit> = sections.iter().rev().cloned().collect();
+        let (ex, a, n) = sludge_discharge(&["purifier motor overload trip"]);
+        assert!(
+            n.similarity >= examples::RANKED_AT
+                && n.similarity < examples::NEAR_AT
+                && n.lead >= examples::AGREED_LEAD_AT,
+            "the example must be near enough for another own section, not NEAR_AT: {n:?}"
+        );
+        let like = Some(Likeness {
+            examples: &ex,
+            except: None,
+        });
+        let j = judge_like(&a, &swapped, Equipment::Known(&d), &sections, like);
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+        assert!(j.section.unwrap().contains("PUR-DISCH-FAIL"));
+        // A wording of the oil loss nearly as near: two plants' wordings
+        // disagree, and retrieval's pick is not overruled.
+        let (ex, a, n) = sludge_discharge_among(
+            &["purifier motor overload trip"],
+            &[("separator oil loss", "PUR-OIL-LOSS")],
+        );
+        let message = a.message.as_deref().unwrap();
+        let oil = ex.nearest_of("purifier", message, None, "PUR-OIL-LOSS");
+        assert!(
+            n.section == "PUR-DISCH-FAIL" && n.similarity - oil < examples::OVER_FIRST_AT,
+            "the oil loss's wording must be less near, but less than OVER_FIRST_AT: {n:?} {oil}"
+        );
+        let like = Some(Likeness {
+            examples: &ex,
+            except: None,
+        });
         let j = judge_like(&a, &swapped, Equipment::Known(&d), &sections, like);
         assert_eq!(j.coverage, Coverage::Related, "{j:?}");
     }
