@@ -313,10 +313,10 @@ pub fn judge_like(
                     .iter()
                     .find(|h| own_alarm(h).is_some() && mine(h))
                     .map(section_code);
-                let found = |code: &str| {
-                    hits.iter()
-                        .any(|h| own_alarm(h).is_some() && mine(h) && section_code(h) == code)
-                };
+                // Found when retrieval returned the section's causes or its
+                // checks: a watch log that says what was seen and tried
+                // (`离锚位820m，超出500m警戒圈`) may read like what to check.
+                let found = |code: &str| hits.iter().any(|h| mine(h) && section_code(h) == code);
                 let near = like
                     .examples
                     .nearest(kind, message, like.except)
@@ -325,7 +325,9 @@ pub fn judge_like(
                         let ranked = || {
                             n.similarity >= examples::RANKED_AT
                                 && found(&n.section)
-                                && first.is_some_and(|f| {
+                                // No causes section of the equipment found:
+                                // retrieval picked none to overrule.
+                                && first.is_none_or(|f| {
                                     n.similarity
                                         - like.examples.nearest_of(kind, message, like.except, f)
                                         >= examples::OVER_FIRST_AT
