@@ -2538,6 +2538,49 @@ mod tests {
     }
 
     #[test]
+    fn an_example_names_a_section_retrieval_returned_only_as_its_checks() {
+        // A watch log that says what was seen and tried reads like a
+        // section's checks: retrieval returned the discharge failure's
+        // checks and no causes section of the separator, so there is no
+        // first for another plant's wording of that fault to be nearer than.
+        let (sections, d) = purifier();
+        let (ex, a, n) = sludge_discharge(&["purifier motor overload trip"]);
+        assert!(
+            n.similarity >= examples::RANKED_AT
+                && n.similarity < examples::NEAR_AT
+                && n.lead >= examples::AGREED_LEAD_AT,
+            "the example must be near enough for another own section, not NEAR_AT: {n:?}"
+        );
+        let checks = Hit {
+            doc: "purifier-en".into(),
+            ..crate::test_support::hit(
+                "PUR-DISCH-FAIL checks",
+                "1) Check the operating water solenoid valve and its supply pressure.",
+            )
+        };
+        let like = Some(Likeness {
+            examples: &ex,
+            except: None,
+        });
+        let j = judge_like(
+            &a,
+            std::slice::from_ref(&checks),
+            Equipment::Known(&d),
+            &sections,
+            like,
+        );
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+        assert!(j.section.unwrap().contains("PUR-DISCH-FAIL"));
+        // The oil loss's causes ranked first, the discharge failure's checks
+        // after them: no plant's wording of the oil loss is near, so the
+        // example overrules retrieval's pick as for a causes section.
+        let hits = vec![sections[1].clone(), checks];
+        let j = judge_like(&a, &hits, Equipment::Known(&d), &sections, like);
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+        assert!(j.section.unwrap().contains("PUR-DISCH-FAIL"));
+    }
+
+    #[test]
     fn an_agreeing_example_needs_less_lead_over_an_uncovered_one() {
         // An uncovered fault of the same equipment shares the sludge words,
         // nearly as near as the covered example: alone, the example would not
