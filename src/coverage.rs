@@ -2495,6 +2495,17 @@ mod tests {
         assert!(first.section.unwrap().contains("PUR-DISCH-FAIL"));
     }
 
+    /// The test's example can name another of the alarm's own sections
+    /// (`RANKED_AT`) but is not near enough to speak alone (`NEAR_AT`).
+    fn assert_near_enough_for_another_own_section(n: &examples::Nearest) {
+        assert!(
+            n.similarity >= examples::RANKED_AT
+                && n.similarity < examples::NEAR_AT
+                && n.lead >= examples::AGREED_LEAD_AT,
+            "the example must be near enough for another own section, not NEAR_AT: {n:?}"
+        );
+    }
+
     #[test]
     fn an_example_well_nearer_than_any_wording_of_retrievals_first_speaks_against_it() {
         // Retrieval ranks the oil loss first and the discharge failure
@@ -2504,12 +2515,7 @@ mod tests {
         let (sections, d) = purifier();
         let swapped: Vec<Hit> = sections.iter().rev().cloned().collect();
         let (ex, a, n) = sludge_discharge(&["purifier motor overload trip"]);
-        assert!(
-            n.similarity >= examples::RANKED_AT
-                && n.similarity < examples::NEAR_AT
-                && n.lead >= examples::AGREED_LEAD_AT,
-            "the example must be near enough for another own section, not NEAR_AT: {n:?}"
-        );
+        assert_near_enough_for_another_own_section(&n);
         let like = Some(Likeness {
             examples: &ex,
             except: None,
@@ -2545,12 +2551,7 @@ mod tests {
         // first for another plant's wording of that fault to be nearer than.
         let (sections, d) = purifier();
         let (ex, a, n) = sludge_discharge(&["purifier motor overload trip"]);
-        assert!(
-            n.similarity >= examples::RANKED_AT
-                && n.similarity < examples::NEAR_AT
-                && n.lead >= examples::AGREED_LEAD_AT,
-            "the example must be near enough for another own section, not NEAR_AT: {n:?}"
-        );
+        assert_near_enough_for_another_own_section(&n);
         let checks = Hit {
             doc: "purifier-en".into(),
             ..crate::test_support::hit(
