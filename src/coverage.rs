@@ -257,7 +257,7 @@ pub fn judge_like(
                 return false;
             };
             like.examples
-                .nearest_any(kind, message, like.except)
+                .nearest_any(kind, message, like.except, None)
                 .is_some_and(|n| {
                     n.uncovered >= examples::UNLIKE_AT
                         && n.uncovered - n.similarity >= examples::UNLIKE_LEAD
@@ -319,7 +319,7 @@ pub fn judge_like(
                 let found = |code: &str| hits.iter().any(|h| mine(h) && section_code(h) == code);
                 let near = like
                     .examples
-                    .nearest(kind, message, like.except)
+                    .nearest_beside(kind, message, like.except, first)
                     .filter(|n| {
                         let agreed = first == Some(n.section.as_str());
                         let ranked = || {
@@ -327,11 +327,8 @@ pub fn judge_like(
                                 && found(&n.section)
                                 // No causes section of the equipment found:
                                 // retrieval picked none to overrule.
-                                && first.is_none_or(|f| {
-                                    n.similarity
-                                        - like.examples.nearest_of(kind, message, like.except, f)
-                                        >= examples::OVER_FIRST_AT
-                                })
+                                && (first.is_none()
+                                    || n.similarity - n.rival >= examples::OVER_FIRST_AT)
                         };
                         (n.similarity >= examples::NEAR_AT && n.lead >= examples::LEAD_AT)
                             || (n.lead >= examples::AGREED_LEAD_AT
@@ -2388,10 +2385,10 @@ mod tests {
         // of the same fault, less near, still speaks against the words.
         let message = a.message.as_deref().unwrap();
         let all = ex
-            .nearest_any("shafting_stern_tube", message, None)
+            .nearest_any("shafting_stern_tube", message, None, None)
             .unwrap();
         let left_out = ex
-            .nearest_any("shafting_stern_tube", message, Some("12"))
+            .nearest_any("shafting_stern_tube", message, Some("12"), None)
             .unwrap();
         assert!(left_out.uncovered < all.uncovered, "{left_out:?} {all:?}");
         let own = Some(Likeness {
@@ -2530,7 +2527,10 @@ mod tests {
             &[("separator oil loss", "PUR-OIL-LOSS")],
         );
         let message = a.message.as_deref().unwrap();
-        let oil = ex.nearest_of("purifier", message, None, "PUR-OIL-LOSS");
+        let oil = ex
+            .nearest_beside("purifier", message, None, Some("PUR-OIL-LOSS"))
+            .unwrap()
+            .rival;
         assert!(
             n.section == "PUR-DISCH-FAIL" && n.similarity - oil < examples::OVER_FIRST_AT,
             "the oil loss's wording must be less near, but less than OVER_FIRST_AT: {n:?} {oil}"
@@ -2683,7 +2683,12 @@ mod tests {
         let mut a = alarm("TAH-118", "LO temp high, T/C outlet side");
         a.kind = Some("main_engine_lube_oil".into());
         let n = ex
-            .nearest_any("main_engine_lube_oil", a.message.as_deref().unwrap(), None)
+            .nearest_any(
+                "main_engine_lube_oil",
+                a.message.as_deref().unwrap(),
+                None,
+                None,
+            )
             .unwrap();
         assert!(
             n.uncovered >= examples::UNLIKE_AT && n.uncovered < 0.4,

@@ -109,6 +109,9 @@ pub struct Nearest {
     pub lead: f32,
     /// The nearest uncovered example's similarity (0 without one).
     pub uncovered: f32,
+    /// The nearest example of the rival section's similarity
+    /// (`nearest_beside`; 0 without one or without a rival).
+    pub rival: f32,
 }
 
 /// The set an eval case was written in, from its id: `plant-2304` and
@@ -249,17 +252,39 @@ impl Examples {
     /// over the nearest uncovered one; examples of set `except` are left
     /// out (the eval's own alarms). None without a covered example.
     pub fn nearest(&self, kind: &str, message: &str, except: Option<&str>) -> Option<Nearest> {
-        self.nearest_any(kind, message, except)
+        self.nearest_beside(kind, message, except, None)
+    }
+
+    /// `nearest`, and how near the nearest example of section `rival` is,
+    /// read in the same pass.
+    pub fn nearest_beside(
+        &self,
+        kind: &str,
+        message: &str,
+        except: Option<&str>,
+        rival: Option<&str>,
+    ) -> Option<Nearest> {
+        self.nearest_any(kind, message, except, rival)
             .filter(|n| !n.section.is_empty())
     }
 
-    /// `nearest`, also when no covered example is near (its section empty,
+    /// `nearest_beside`, also when no covered example is near (its section empty,
     /// its similarity 0), for the nearest uncovered one.
-    pub fn nearest_any(&self, kind: &str, message: &str, except: Option<&str>) -> Option<Nearest> {
+    pub fn nearest_any(
+        &self,
+        kind: &str,
+        message: &str,
+        except: Option<&str>,
+        rival: Option<&str>,
+    ) -> Option<Nearest> {
         let query = self.query(message)?;
         let (mut covered, mut uncovered): (Option<(f32, &str)>, f32) = (None, 0.0);
+        let mut near_rival = 0.0f32;
         for e in self.of_kind(kind, except) {
             let s = e.similarity(&query);
+            if rival.is_some() && e.section.as_deref() == rival {
+                near_rival = near_rival.max(s);
+            }
             match &e.section {
                 Some(code) if covered.is_none_or(|(b, _)| s > b) => covered = Some((s, code)),
                 Some(_) => {}
@@ -272,25 +297,8 @@ impl Examples {
             similarity: s,
             lead: s - uncovered,
             uncovered,
+            rival: near_rival,
         })
-    }
-
-    /// The similarity to `message` of the nearest example of `kind` whose
-    /// section is `section` (0 without one).
-    pub fn nearest_of(
-        &self,
-        kind: &str,
-        message: &str,
-        except: Option<&str>,
-        section: &str,
-    ) -> f32 {
-        let Some(query) = self.query(message) else {
-            return 0.0;
-        };
-        self.of_kind(kind, except)
-            .filter(|e| e.section.as_deref() == Some(section))
-            .map(|e| e.similarity(&query))
-            .fold(0.0, f32::max)
     }
 
     /// The examples of `kind`, but those of set `except`.
