@@ -24,12 +24,13 @@
 use serde::{Deserialize, Serialize};
 
 use crate::alarm::Alarm;
+use crate::reading::*;
+use crate::retrieval::kinds::By;
 use crate::retrieval::knowledge::ListKind;
 use crate::retrieval::tokenize::is_cjk;
 use crate::retrieval::{Hit, Index};
 
 pub mod examples;
-mod glossary;
 
 pub use examples::Examples;
 
@@ -62,15 +63,17 @@ impl Coverage {
 /// The alarm's equipment as the manuals know it.
 #[derive(Debug, Clone, Copy)]
 pub enum Equipment<'a> {
-    /// The alarm's `kind` is a class of these documents: sections of other
-    /// documents are other equipment's, and the equipment has a manual.
+    /// The alarm's kind or message names the equipment of these documents
+    /// (`retrieval::kinds`): sections of other documents are other
+    /// equipment's, and the equipment has a manual.
     Known(&'a [String]),
-    /// No `kind`: the text alone decides.
+    /// Neither names a manual's equipment: the text alone decides.
     Unknown,
-    /// A `kind` no manual is for: the equipment has no manual, so no
-    /// section is about its fault, however many of its words another
-    /// equipment's section holds (an incinerator's flame failure against the
-    /// boiler's). Only a section under the alarm's own code covers it.
+    /// The kind and the message name a machine no manual names: the
+    /// equipment has no manual, so no section is about its fault, however
+    /// many of its words another equipment's section holds (an
+    /// incinerator's flame failure against the boiler's). Only a section
+    /// under the alarm's own code covers it.
     Unlisted,
 }
 
@@ -99,9 +102,19 @@ pub struct Judgement {
 /// coverage exists to stop.
 pub const COVERED_AT: f32 = 0.6;
 
-/// Without a known equipment, passages holding this share of the message's
-/// terms (their alarm text or their manual's title) are related; under it
-/// nothing relevant was found. Alarms on equipment without a manual scored
+/// A message that names no manual's equipment shares with a section only
+/// the fault's words (`WATER LVL HIGH`, `OUT OF RANGE`), which many
+/// machines' sections hold: it is that section's fault only when it says
+/// nearly all of what the section's own alarm text says.
+pub const UNNAMED_COVERED_AT: f32 = 0.8;
+
+/// A message holding all of a section's own alarm text (every term the
+/// share counts) is covered by it whatever the examples say.
+pub const WHOLE_AT: f32 = 1.0;
+
+/// For an equipment the text says no manual is for, passages holding this
+/// share of the message's terms (their alarm text or their manual's title)
+/// are related; under it nothing relevant was found. Alarms on equipment without a manual scored
 /// 0.25 at most on the tuning part; a pump of a manual's equipment that
 /// will not start, 0.33.
 pub const RELATED_AT: f32 = 0.3;
@@ -156,19 +169,20 @@ pub fn judge_like(
     sections: &[Hit],
     likeness: Option<Likeness>,
 ) -> Judgement {
-    if let Equipment::Unlisted = equipment {
-        let j = judge_like(alarm, hits, Equipment::Unknown, sections, None);
-        let own = hits
-            .iter()
-            .any(|h| section_code(h).eq_ignore_ascii_case(alarm.code.trim()));
-        return match j.coverage {
-            Coverage::Covered if !own => Judgement {
-                coverage: Coverage::Related,
-                ..j
-            },
-            _ => j,
-        };
-    }
+    let kind: Vec<String> = alarm.kind.iter().cloned().collect();
+    judge_like_in(alarm, hits, equipment, &kind, sections, likeness)
+}
+
+/// `judge_like`, the example alarms read of the manual classes `classes`
+/// (the alarm's equipment as the manuals know it, `retrieval::kinds`).
+pub fn judge_like_in(
+    alarm: &Alarm,
+    hits: &[Hit],
+    equipment: Equipment,
+    classes: &[String],
+    sections: &[Hit],
+    likeness: Option<Likeness>,
+) -> Judgement {
     let own = hits
         .iter()
         .find(|h| section_code(h).eq_ignore_ascii_case(alarm.code.trim()));
@@ -253,11 +267,11 @@ pub fn judge_like(
             let Some(like) = likeness.filter(|_| matches!(equipment, Equipment::Known(_))) else {
                 return false;
             };
-            let Some(kind) = alarm.kind.as_deref() else {
+            if classes.is_empty() {
                 return false;
-            };
+            }
             like.examples
-                .nearest_any(kind, message, like.except, None)
+                .nearest_any(classes, message, like.except, None)
                 .is_some_and(|n| {
                     n.uncovered >= examples::UNLIKE_AT
                         && n.uncovered - n.similarity >= examples::UNLIKE_LEAD
@@ -308,7 +322,9 @@ pub fn judge_like(
                 // or another of the alarm's own sections retrieval found,
                 // well nearer than any wording of the first.
                 let like = likeness.filter(|_| matches!(equipment, Equipment::Known(_)))?;
-                let kind = alarm.kind.as_deref()?;
+                if classes.is_empty() {
+                    return None;
+                }
                 let first = hits
                     .iter()
                     .find(|h| own_alarm(h).is_some() && mine(h))
@@ -319,7 +335,7 @@ pub fn judge_like(
                 let found = |code: &str| hits.iter().any(|h| mine(h) && section_code(h) == code);
                 let near = like
                     .examples
-                    .nearest_beside(kind, message, like.except, first)
+                    .nearest_beside(classes, message, like.except, first)
                     .filter(|n| {
                         let agreed = first == Some(n.section.as_str());
                         let ranked = || {
@@ -355,9 +371,17 @@ pub fn judge_like(
             };
         }
     }
-    let coverage = if best.0 >= COVERED_AT && !unlike() {
+    let covered_at = match equipment {
+        Equipment::Known(_) => COVERED_AT,
+        Equipment::Unknown => UNNAMED_COVERED_AT,
+        Equipment::Unlisted => f32::INFINITY,
+    };
+    // Another writer's uncovered example near this message is no evidence
+    // against a message that says all of a section's own alarm: examples
+    // written in one plant's words are near another's by chance.
+    let coverage = if best.0 >= covered_at && (best.0 >= WHOLE_AT || !unlike()) {
         Coverage::Covered
-    } else if matches!(equipment, Equipment::Known(_)) || near >= RELATED_AT {
+    } else if found_of_equipment(equipment, hits, near) {
         Coverage::Related
     } else {
         Coverage::None
@@ -366,6 +390,23 @@ pub fn judge_like(
         coverage,
         best: best.0,
         section: best.1.map(|h| format!("{} § {}", h.doc, h.section)),
+    }
+}
+
+/// Whether retrieval found anything of the alarm's equipment, so that the
+/// model answers from it; `none` (answered without the model) only when it
+/// did not. Of a manual's equipment it found that manual's sections or
+/// others': the model judges them. Of an equipment the text does not name,
+/// whatever it found may be of it: a score or a word share tells nothing
+/// here (a watch log in the plant's words scores as low as an unrelated
+/// machine's alarm), so only finding nothing is nothing. Of an equipment
+/// the text says no manual is for, only passages holding `RELATED_AT` of
+/// its words are of it.
+fn found_of_equipment(equipment: Equipment, hits: &[Hit], near: f32) -> bool {
+    match equipment {
+        Equipment::Known(_) => true,
+        Equipment::Unknown => !hits.is_empty(),
+        Equipment::Unlisted => near >= RELATED_AT,
     }
 }
 
@@ -378,32 +419,6 @@ pub fn judge_like(
 fn affirms(code: &str, way: Option<Deviation>, quantity: Option<Quantity>) -> bool {
     let (w, q) = (Deviation::of_code(code), Quantity::of_code(code));
     (w.is_none() && q.is_none()) || (w.is_some() && w == way) || (q.is_some() && q == quantity)
-}
-
-/// The first clause of `text` that says what `read` reads.
-fn clause_first<T>(text: &str, read: impl Fn(&str) -> Option<T>) -> Option<T> {
-    clauses(text).find_map(read)
-}
-
-/// A message's clauses: split at commas, semicolons, full stops (`.` before
-/// a space, not a decimal point) and line ends.
-fn clauses(text: &str) -> impl Iterator<Item = &str> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    let chars: Vec<(usize, char)> = text.char_indices().collect();
-    for (k, &(i, c)) in chars.iter().enumerate() {
-        let stop = match c {
-            ',' | '，' | '。' | ';' | '；' | '\n' | '！' | '？' => true,
-            '.' => chars.get(k + 1).is_none_or(|&(_, n)| n.is_whitespace()),
-            _ => false,
-        };
-        if stop {
-            out.push(&text[start..i]);
-            start = i + c.len_utf8();
-        }
-    }
-    out.push(&text[start..]);
-    out.into_iter().filter(|c| !c.trim().is_empty())
 }
 
 /// A long message says much besides the fault (where, since when, what
@@ -442,60 +457,6 @@ fn names(lead: &str) -> Vec<&str> {
     out.retain(|n| !n.trim().is_empty());
     out.dedup();
     out
-}
-
-/// The message without its clauses that say something is normal, not so,
-/// or still as it was ("艉管后轴承42℃正常，推力块温度正常",
-/// "自清滤器前后压差不大", "GNSS still inside the watch circle"): a
-/// watchkeeper lists what he checked, and a section named there is the one
-/// fault ruled out.
-const RULED_OUT_ZH: &[&str] = &["正常", "不大", "不高", "未见"];
-
-fn not_normal(message: &str) -> String {
-    message
-        .split([',', '，', '。', ';', '；'])
-        .filter(|clause| {
-            let lower = clause.to_lowercase();
-            // `still` without a change is a state as it was: `LO inlet
-            // pressure still 2.7 bar`, `GNSS位置仍在监控圈内`.
-            let unchanged = (lower
-                .split(|c: char| !c.is_ascii_alphanumeric())
-                .any(|w| w == "still")
-                || clause.contains('仍'))
-                && Deviation::of_trend(clause).is_none();
-            // `normal` before a number is the value the reading usually has
-            // (`hyd press dropped to 9 MPa (normal 16)`, `正常3.5bar`), not
-            // a reading found fine.
-            let fine_zh = RULED_OUT_ZH.iter().any(|w| {
-                clause
-                    .match_indices(w)
-                    .any(|(i, _)| !(*w == "正常" && reference(&clause[i + w.len()..])))
-            });
-            let words: Vec<&str> = lower
-                .split(|c: char| !c.is_ascii_alphanumeric() && c != '.')
-                .filter(|w| !w.is_empty())
-                .collect();
-            let number =
-                |w: Option<&&str>| w.is_some_and(|w| w.starts_with(|c: char| c.is_ascii_digit()));
-            let fine = words.iter().enumerate().any(|(i, w)| {
-                matches!(w.trim_end_matches('.'), "normal" | "normally" | "ok")
-                    && !(number(words.get(i + 1))
-                        || (words.get(i + 1).is_some_and(|n| {
-                            matches!(*n, "is" | "was" | "at" | "about" | "approx")
-                        }) && number(words.get(i + 2))))
-            });
-            !unchanged && !fine_zh && !fine
-        })
-        .collect::<Vec<_>>()
-        .join("，")
-}
-
-/// Whether what follows `正常` is the value a reading normally has
-/// (`正常3.5bar`, `正常值80%`, `正常是16MPa`): a reference, not a
-/// reading found fine.
-fn reference(after: &str) -> bool {
-    let after = after.trim_start_matches(['值', '是', '为', '在', '约', ' ', ':', '：']);
-    after.starts_with(|c: char| c.is_ascii_digit())
 }
 
 /// What a message says without the words for it: the quantity its
@@ -576,7 +537,9 @@ fn named<'s>(
     };
     let mut sections: Vec<&Hit> = sections.iter().filter(|h| mine(h)).collect();
     sections.sort_by(|a, b| rank(b).total_cmp(&rank(a)));
-    let mut said = text_terms(&plain_degree(&cjk_units_out(&glossary::expand(faulty))));
+    let mut said = text_terms(&plain_degree(&cjk_units_out(
+        &crate::retrieval::glossary::expand(faulty),
+    )));
     // A reading high or low is out of its range: it names a section's
     // alarm for its quantity abnormal (`viscosity low`, "fuel oil viscosity
     // abnormal"; `粘度低`, "燃油粘度异常"). Added after the glossary, which
@@ -646,390 +609,21 @@ pub fn judge_in_like(
     hits: &[Hit],
     likeness: Option<Likeness>,
 ) -> Judgement {
-    let docs = alarm
-        .kind
-        .as_deref()
-        .map(|k| index.docs_of_class(k))
-        .unwrap_or_default();
-    let named = alarm.kind.as_deref().is_some_and(|k| !k.trim().is_empty());
-    let equipment = match (docs.is_empty(), named) {
+    let resolved = crate::retrieval::kinds::resolve(index.docs(), alarm);
+    let docs = index.docs_of_classes(&resolved.classes);
+    let equipment = match (docs.is_empty(), resolved.by) {
         (false, _) => Equipment::Known(&docs),
-        (true, true) => Equipment::Unlisted,
-        (true, false) => Equipment::Unknown,
+        (true, By::Unlisted) => Equipment::Unlisted,
+        (true, _) => Equipment::Unknown,
     };
-    judge_like(alarm, hits, equipment, &index.causes_of(&docs), likeness)
-}
-
-/// Which way a reading left its range, as a message or an alarm code says
-/// it: a section for one way is no section for the other (a boiler's water
-/// level high-high is not its low level, though every other word is the
-/// same).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Deviation {
-    High,
-    Low,
-}
-
-impl Deviation {
-    /// The way a message says the reading is going (`rising`, `creeping
-    /// up`, `降到`), when it says one way only.
-    pub fn of_trend(message: &str) -> Option<Self> {
-        const UP: &[&str] = &[
-            "rising",
-            "rises",
-            "risen",
-            "climbing",
-            "climbs",
-            "climbed",
-            "increasing",
-            "going up",
-            "creeping up",
-            "went up",
-            "gone up",
-            "上升",
-            "升高",
-            "升到",
-            "升至",
-            "涨",
-        ];
-        const DOWN: &[&str] = &[
-            "falling",
-            "fell",
-            "dropping",
-            "dropped",
-            "decreasing",
-            "going down",
-            "went down",
-            "sliding",
-            "下降",
-            "降到",
-            "降至",
-            "降低",
-            "下跌",
-        ];
-        let lower = message.to_lowercase();
-        let has = |w: &str| match w.is_ascii() {
-            true => lower
-                .match_indices(w)
-                .any(|(i, _)| !lower[..i].ends_with(|c: char| c.is_ascii_alphanumeric())),
-            false => message.contains(w),
-        };
-        only(
-            UP.iter()
-                .filter(|w| has(w))
-                .map(|_| Deviation::High)
-                .chain(DOWN.iter().filter(|w| has(w)).map(|_| Deviation::Low)),
-        )
-    }
-
-    /// The reading's: its value above its threshold, or under it. None
-    /// when either is missing or under zero, where a vacuum's `-78 kPa`
-    /// above `-85` is a low vacuum, and for an alarm about a vacuum
-    /// (`vacuum`), whose reading may be an absolute pressure (`18 kPa`
-    /// over `15`, a vacuum too low).
-    pub fn of_reading(alarm: &Alarm) -> Option<Self> {
-        if vacuum(alarm) {
-            return None;
-        }
-        match (alarm.value, alarm.threshold) {
-            (Some(v), Some(t)) if v < 0.0 || t < 0.0 => None,
-            (Some(v), Some(t)) if v > t => Some(Deviation::High),
-            (Some(v), Some(t)) if v < t => Some(Deviation::Low),
-            _ => None,
-        }
-    }
-
-    /// The code's own: a `HI`/`HH` or `LO`/`LL` part (`BLR-WL-LO`). `LO`
-    /// before the last part is lube oil (`ME-LO-TEMP-HI`), as
-    /// `Medium::of_code` reads it.
-    pub fn of_code(code: &str) -> Option<Self> {
-        only(code_parts(code).filter_map(|(p, last)| match p.as_str() {
-            "HI" | "HH" | "HIGH" => Some(Deviation::High),
-            "LO" if !last => None,
-            "LO" | "LL" | "LOW" => Some(Deviation::Low),
-            _ => None,
-        }))
-    }
-
-    /// The message's, when it says one way only: `high`, `hi`, `hh`, `low`,
-    /// `lo`, `ll`, and `高`/`低` (grading words read as one, `过低` → `低`),
-    /// except where they name a circuit (`高温`淡水, `低压`空气). None when
-    /// it says neither, or both.
-    pub fn of_message(message: &str) -> Option<Self> {
-        let text = plain_degree(message);
-        let all: Vec<String> = text
-            .split(|c: char| !c.is_ascii_alphanumeric())
-            .filter(|w| !w.is_empty())
-            .map(str::to_ascii_lowercase)
-            .collect();
-        let words = all
-            .iter()
-            .enumerate()
-            .filter_map(|(i, w)| match w.as_str() {
-                // A burner's `low fire` is its firing rate, not a reading.
-                "high" | "low" if firing(all.get(i + 1)) => None,
-                "high" | "hi" | "hh" | "hihi" => Some(Deviation::High),
-                // `LO` before a word is lube oil (`ME LO filter dP`); a
-                // deviation ends the alarm or comes before its reading.
-                "lo" if lube_oil(all.get(i + 1)) => None,
-                "low" | "lo" | "ll" | "lolo" => Some(Deviation::Low),
-                _ => None,
-            });
-        let chars: Vec<char> = text.chars().collect();
-        let cjk = (0..chars.len()).filter_map(|i| {
-            let circuit = matches!(chars.get(i + 1), Some('温' | '压' | '火'));
-            match chars[i] {
-                '高' if !circuit => Some(Deviation::High),
-                '低' if !circuit => Some(Deviation::Low),
-                _ => None,
-            }
-        });
-        only(words.chain(cjk))
-    }
-}
-
-/// Whether an alarm is about a vacuum, whose reading may be an absolute
-/// pressure (`壳体绝压18kPa` over 15 is a vacuum too low) or a gauge one.
-fn vacuum(alarm: &Alarm) -> bool {
-    // Only the alarm's own clause: `Shell vacuum 93%` later in a salinity
-    // alarm's message is another reading.
-    let said = |t: &str| t.to_ascii_lowercase().contains("vac") || t.contains("真空");
-    said(&alarm.code)
-        || alarm
-            .message
-            .as_deref()
-            .and_then(|m| clauses(m).next())
-            .is_some_and(said)
-}
-
-/// Whether `high` or `low` followed by `next` is a burner's firing rate
-/// (`low fire`, `high flame`).
-fn firing(next: Option<&String>) -> bool {
-    next.is_some_and(|n| matches!(n.as_str(), "fire" | "firing" | "flame"))
-}
-
-/// Whether `lo` followed by `next` is lube oil: a word follows it that is
-/// not a reading or an alarm's state.
-fn lube_oil(next: Option<&String>) -> bool {
-    next.is_some_and(|n| {
-        !n.starts_with(|c: char| c.is_ascii_digit())
-            && !matches!(
-                n.as_str(),
-                "alarm" | "alm" | "trip" | "sd" | "shutdown" | "lo" | "ll" | "limit" | "set"
-            )
-    })
-}
-
-/// What a reading measures, as a message or an alarm code names it: a
-/// section about one quantity is no section for another of the same machine
-/// (a turbocharger's vibration is not its speed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Quantity {
-    Temperature,
-    Pressure,
-    Level,
-    Vibration,
-    Speed,
-    Voltage,
-    Current,
-    Flow,
-    Viscosity,
-}
-
-impl Quantity {
-    /// The code's own part (`ME-TC-RPM-HI`), when it names one.
-    pub fn of_code(code: &str) -> Option<Self> {
-        let parts = code.split(['-', '_']).map(|p| p.to_ascii_uppercase());
-        only(parts.filter_map(|p| match p.as_str() {
-            "TEMP" => Some(Quantity::Temperature),
-            "PRES" | "PRESS" => Some(Quantity::Pressure),
-            "LVL" | "LEV" | "LEVEL" | "WL" => Some(Quantity::Level),
-            "VIB" => Some(Quantity::Vibration),
-            // A generator's frequency is its speed.
-            "RPM" | "SPEED" | "OVERSPEED" | "FREQ" => Some(Quantity::Speed),
-            "VOLT" => Some(Quantity::Voltage),
-            "CURR" | "AMP" => Some(Quantity::Current),
-            "FLOW" => Some(Quantity::Flow),
-            "VISC" => Some(Quantity::Viscosity),
-            // A barometer reads air pressure.
-            "BARO" => Some(Quantity::Pressure),
-            _ => None,
-        }))
-    }
-
-    /// The alarm's: its reading's unit's, which says what it measures,
-    /// else the message's (a message may name other quantities beside it:
-    /// `主电池11.4V…充电电流只有0.6A`).
-    pub fn of_alarm(alarm: &Alarm, message: &str) -> Option<Self> {
-        match alarm.unit.as_deref().map(Quantity::of_unit) {
-            Some(Some(q)) => Some(q),
-            _ => Quantity::of_message(message),
-        }
-    }
-
-    /// The unit's, when it is one of a single quantity (`V`, `bar`, `°C`,
-    /// `mm/s`); None for units of several (`%`, `m`) or none of these.
-    pub fn of_unit(unit: &str) -> Option<Self> {
-        let u = unit.trim().to_ascii_lowercase();
-        match u.as_str() {
-            "degc" | "°c" | "℃" | "c" | "degf" | "°f" | "k" => Some(Quantity::Temperature),
-            "bar" | "barg" | "mbar" | "kpa" | "mpa" | "pa" | "psi" | "hpa" => {
-                Some(Quantity::Pressure)
-            }
-            "mm/s" => Some(Quantity::Vibration),
-            "rpm" | "r/min" | "hz" => Some(Quantity::Speed),
-            "cst" | "mm2/s" | "mm²/s" => Some(Quantity::Viscosity),
-            "v" | "vdc" | "vac" | "kv" | "mv" => Some(Quantity::Voltage),
-            "a" | "ma" | "ka" => Some(Quantity::Current),
-            "m3/h" | "m³/h" | "l/h" | "l/min" | "t/h" => Some(Quantity::Flow),
-            _ => None,
-        }
-    }
-
-    /// The message's, when it names one quantity only (None for none or
-    /// several: `高温淡水压力低` names a temperature circuit and a pressure).
-    pub fn of_message(message: &str) -> Option<Self> {
-        only(Self::mentioned(message).into_iter())
-    }
-
-    /// Every quantity a text names (a section's own alarm may name two:
-    /// `bus voltage or frequency abnormal`).
-    pub fn named_in(text: &str) -> Vec<Self> {
-        // `高温淡水` is the jacket water's circuit, not a temperature.
-        let text = text.replace("高温", "").replace("低温", "");
-        let mut all = Self::mentioned(&text);
-        all.dedup();
-        all
-    }
-
-    fn mentioned(message: &str) -> Vec<Self> {
-        let words = message
-            .split(|c: char| !c.is_ascii_alphanumeric())
-            .filter_map(|w| match w.to_ascii_lowercase().as_str() {
-                "temp" | "temperature" | "temperatures" => Some(Quantity::Temperature),
-                "press" | "pressure" | "pres" => Some(Quantity::Pressure),
-                "level" | "lvl" | "lev" => Some(Quantity::Level),
-                "vib" | "vibration" | "vibrations" => Some(Quantity::Vibration),
-                "rpm" | "speed" | "overspeed" | "freq" | "frequency" | "hz" => {
-                    Some(Quantity::Speed)
-                }
-                "visc" | "visco" | "viscosity" => Some(Quantity::Viscosity),
-                "voltage" | "volt" | "volts" => Some(Quantity::Voltage),
-                "current" | "amps" => Some(Quantity::Current),
-                "flow" => Some(Quantity::Flow),
-                _ => None,
-            });
-        const CJK: &[(&str, Quantity)] = &[
-            ("温", Quantity::Temperature),
-            ("压力", Quantity::Pressure),
-            ("压差", Quantity::Pressure),
-            ("水位", Quantity::Level),
-            ("液位", Quantity::Level),
-            ("油位", Quantity::Level),
-            ("振动", Quantity::Vibration),
-            ("转速", Quantity::Speed),
-            ("超速", Quantity::Speed),
-            ("电压", Quantity::Voltage),
-            ("电流", Quantity::Current),
-            ("流量", Quantity::Flow),
-            ("频率", Quantity::Speed),
-            ("粘度", Quantity::Viscosity),
-            ("黏度", Quantity::Viscosity),
-        ];
-        let cjk = CJK
-            .iter()
-            .filter(|(w, _)| message.contains(w))
-            .map(|&(_, q)| q);
-        let mut all: Vec<Self> = words.chain(cjk).collect();
-        all.sort_by_key(|q| *q as u8);
-        all
-    }
-}
-
-/// What flows where the fault is, when a message or a section's code says
-/// it: a machine's sea water pump is not its jacket water, its fuel oil not
-/// its lube oil, though both are pressures of the same engine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Medium {
-    SeaWater,
-    JacketWater,
-    LubeOil,
-    FuelOil,
-}
-
-impl Medium {
-    /// The code's own part (`ME-JCW-PRES-LO`, `DG-LO-PRES-LO`): `LO`
-    /// before the last part is lube oil, as the last it is low.
-    pub fn of_code(code: &str) -> Option<Self> {
-        only(code_parts(code).filter_map(|(p, last)| match p.as_str() {
-            "SW" => Some(Medium::SeaWater),
-            "JCW" | "JW" => Some(Medium::JacketWater),
-            "LO" if !last => Some(Medium::LubeOil),
-            "FO" => Some(Medium::FuelOil),
-            _ => None,
-        }))
-    }
-
-    /// The message's, when it names one medium only.
-    pub fn of_message(message: &str) -> Option<Self> {
-        let lower = message.to_ascii_lowercase();
-        let all: Vec<&str> = lower
-            .split(|c: char| !c.is_ascii_alphanumeric())
-            .filter(|w| !w.is_empty())
-            .collect();
-        let words = all.iter().enumerate().filter_map(|(i, w)| match *w {
-            "sw" | "seawater" => Some(Medium::SeaWater),
-            "sea" if all.get(i + 1) == Some(&"water") => Some(Medium::SeaWater),
-            "jcw" | "jw" | "jacket" => Some(Medium::JacketWater),
-            "ht" if matches!(all.get(i + 1), Some(&("water" | "fw" | "cw" | "cooling"))) => {
-                Some(Medium::JacketWater)
-            }
-            "lo" if lube_oil(all.get(i + 1).map(|n| n.to_string()).as_ref()) => {
-                Some(Medium::LubeOil)
-            }
-            "lube" | "lub" | "lubricating" => Some(Medium::LubeOil),
-            "fo" | "fuel" | "hfo" | "mgo" | "mdo" => Some(Medium::FuelOil),
-            _ => None,
-        });
-        const CJK: &[(&str, Medium)] = &[
-            ("海水", Medium::SeaWater),
-            ("缸套", Medium::JacketWater),
-            ("高温淡水", Medium::JacketWater),
-            ("高温水", Medium::JacketWater),
-            ("滑油", Medium::LubeOil),
-            ("润滑油", Medium::LubeOil),
-            ("燃油", Medium::FuelOil),
-            ("重油", Medium::FuelOil),
-        ];
-        let cjk = CJK
-            .iter()
-            .filter(|(w, _)| message.contains(w))
-            .map(|&(_, m)| m);
-        only(words.chain(cjk))
-    }
-}
-
-/// A code's parts, upper case, each with whether it is the last: `LO` is
-/// low as the last part and lube oil before it (`DG-LO-PRES-LO`).
-fn code_parts(code: &str) -> impl Iterator<Item = (String, bool)> + '_ {
-    let n = code.split(['-', '_']).count();
-    code.split(['-', '_'])
-        .enumerate()
-        .map(move |(i, p)| (p.to_ascii_uppercase(), i + 1 == n))
-}
-
-/// The one thing all of `said` say (a deviation, a quantity); None when
-/// they say nothing or more than one.
-fn only<T: PartialEq + Copy>(said: impl Iterator<Item = T>) -> Option<T> {
-    let mut seen = None;
-    for w in said {
-        match seen {
-            None => seen = Some(w),
-            Some(s) if s != w => return None,
-            _ => {}
-        }
-    }
-    seen
+    judge_like_in(
+        alarm,
+        hits,
+        equipment,
+        &resolved.classes,
+        &index.causes_of(&docs),
+        likeness,
+    )
 }
 
 /// The alarm code a section is about: the first word of its heading.
@@ -1212,59 +806,6 @@ impl Alarms {
             zh: terms(zh),
         }
     }
-}
-
-/// Panel wording that grades a reading ("偏低", "过高", "低低", "不足")
-/// says what the manuals say with one character ("低", "高").
-const CJK_DEGREE: &[(&str, &str)] = &[
-    ("偏低", "低"),
-    ("偏高", "高"),
-    ("过低", "低"),
-    ("过高", "高"),
-    ("太低", "低"),
-    ("太高", "高"),
-    ("较低", "低"),
-    ("较高", "高"),
-    ("低低", "低"),
-    ("高高", "高"),
-    ("不足", "低"),
-];
-
-/// Characters that make a word with a following "过" ("通过", "超过"):
-/// there "过高" is that word's end and the next word's start, no grading.
-const CJK_PASS: &[char] = &['通', '经', '超', '越', '穿', '不', '错'];
-
-fn plain_degree(text: &str) -> String {
-    // Again until nothing changes: "偏高高" grades twice.
-    let mut t = text.to_string();
-    loop {
-        let next = plain_degree_once(&t);
-        if next == t {
-            return t;
-        }
-        t = next;
-    }
-}
-
-fn plain_degree_once(text: &str) -> String {
-    let chars: Vec<char> = text.chars().collect();
-    let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    while i < chars.len() {
-        let pair: String = chars[i..chars.len().min(i + 2)].iter().collect();
-        let word = chars[i] == '过' && i > 0 && CJK_PASS.contains(&chars[i - 1]);
-        match CJK_DEGREE.iter().find(|(from, _)| *from == pair) {
-            Some((_, to)) if !word => {
-                out.push_str(to);
-                i += 2;
-            }
-            _ => {
-                out.push(chars[i]);
-                i += 1;
-            }
-        }
-    }
-    out
 }
 
 /// A Chinese unit right after a number is the reading's ("12吨", "6小时"):
@@ -2385,10 +1926,10 @@ mod tests {
         // of the same fault, less near, still speaks against the words.
         let message = a.message.as_deref().unwrap();
         let all = ex
-            .nearest_any("shafting_stern_tube", message, None, None)
+            .nearest_any(&["shafting_stern_tube".into()], message, None, None)
             .unwrap();
         let left_out = ex
-            .nearest_any("shafting_stern_tube", message, Some("12"), None)
+            .nearest_any(&["shafting_stern_tube".into()], message, Some("12"), None)
             .unwrap();
         assert!(left_out.uncovered < all.uncovered, "{left_out:?} {all:?}");
         let own = Some(Likeness {
@@ -2467,7 +2008,7 @@ mod tests {
         );
         a.kind = Some("purifier".into());
         let n = ex
-            .nearest("purifier", a.message.as_deref().unwrap(), None)
+            .nearest(&["purifier".into()], a.message.as_deref().unwrap(), None)
             .unwrap();
         (ex, a, n)
     }
@@ -2528,7 +2069,7 @@ mod tests {
         );
         let message = a.message.as_deref().unwrap();
         let oil = ex
-            .nearest_beside("purifier", message, None, Some("PUR-OIL-LOSS"))
+            .nearest_beside(&["purifier".into()], message, None, Some("PUR-OIL-LOSS"))
             .unwrap()
             .rival;
         assert!(
@@ -2630,7 +2171,9 @@ mod tests {
         });
         let mut a = alarm("AL-5102", "压载泵启动失败");
         a.kind = Some("ballast".into());
-        let n = ex.nearest("ballast", "压载泵启动失败", None).unwrap();
+        let n = ex
+            .nearest(&["ballast".into()], "压载泵启动失败", None)
+            .unwrap();
         assert!(
             n.similarity >= examples::AGREED_AT
                 && n.similarity < examples::NEAR_AT
@@ -2684,7 +2227,7 @@ mod tests {
         a.kind = Some("main_engine_lube_oil".into());
         let n = ex
             .nearest_any(
-                "main_engine_lube_oil",
+                &["main_engine_lube_oil".into()],
                 a.message.as_deref().unwrap(),
                 None,
                 None,
@@ -2703,17 +2246,28 @@ mod tests {
 
     #[test]
     fn equipment_no_manual_is_for_has_no_section_about_its_fault() {
-        // noman-1803, noman-2602: an incinerator's flame failure is not the
-        // boiler's, though it holds every word of that section's alarm.
+        // An incinerator's flame failure is not the boiler's, though it
+        // holds every word of that section's alarm but the machine's.
         let boiler = vec![causes(
             "boiler-en",
             "BLR-FLAME-FAIL",
             "Boiler burner flame failure (flame failure, burner trip). Probable causes, most likely first: 1) flame scanner dirty.",
         )];
         let a = alarm("INC-07", "INCINERATOR BURNER FLAME FAILURE");
+        // Not named by the text, the equipment might be any: the fault's
+        // words alone, under UNNAMED_COVERED_AT of the message, relate.
         assert_eq!(
             judge(&a, &boiler, Equipment::Unknown).coverage,
+            Coverage::Related
+        );
+        let all = alarm("INC-07", "BURNER FLAME FAILURE");
+        assert_eq!(
+            judge(&all, &boiler, Equipment::Unknown).coverage,
             Coverage::Covered
+        );
+        assert_eq!(
+            judge(&all, &boiler, Equipment::Unlisted).coverage,
+            Coverage::Related
         );
         let j = judge(&a, &boiler, Equipment::Unlisted);
         assert_eq!(j.coverage, Coverage::Related, "{j:?}");
@@ -2726,12 +2280,19 @@ mod tests {
     }
 
     #[test]
-    fn nothing_that_shares_the_messages_words_is_none() {
+    fn only_finding_nothing_of_the_alarms_equipment_is_none() {
+        // A watch log in the plant's words may share few words with the
+        // section that is its fault's: with the equipment unnamed, what
+        // retrieval found may be of it, and the model answers from it.
         let a = alarm("GY-1", "gyro follow-up failure");
         let j = judge(&a, &ballast(), Equipment::Unknown);
-        assert_eq!(j.coverage, Coverage::None, "{j:?}");
+        assert_eq!(j.coverage, Coverage::Related, "{j:?}");
         // No passages at all.
         assert_eq!(judge(&a, &[], Equipment::Unknown).coverage, Coverage::None);
+        // The text says no manual is for the equipment, and the passages
+        // share under RELATED_AT of its words: nothing of it was found.
+        let j = judge(&a, &ballast(), Equipment::Unlisted);
+        assert_eq!(j.coverage, Coverage::None, "{j:?}");
         // A known equipment always has its manual to draw on.
         let d = docs(&["gyro-en"]);
         assert_eq!(

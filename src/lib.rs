@@ -7,9 +7,11 @@
 //! `main` enters the daemon.
 //!
 //! **The core.** `alarm` checks an alarm and names the topics;
-//! `pipeline` takes it to a diagnosis: `retrieval` finds the passages,
+//! `pipeline` takes it to a diagnosis: `reading` reads what its text says
+//! of the fault, `retrieval` finds the passages (and, in `retrieval::kinds`,
+//! which manuals' equipment the alarm names: a plant's `kind` is a hint),
 //! `coverage` judges whether one is about the alarm's fault (an alarm
-//! nothing matches is answered at once), `prompt` builds a short prompt, `llm` runs it on a slot thread under the
+//! retrieval found nothing for is answered at once), `prompt` builds a short prompt, `llm` runs it on a slot thread under the
 //! `watchdog`, and the output becomes a `diagnosis` (or a degraded one from
 //! retrieval if the model fails). `grounding` drops what of the model's
 //! answer is not text or not supported by the passages, and answers from the
@@ -61,6 +63,7 @@ pub mod logging;
 pub(crate) mod measure;
 pub(crate) mod pipeline;
 pub mod prompt;
+pub mod reading;
 pub(crate) mod render;
 pub mod retrieval;
 pub(crate) mod warm;

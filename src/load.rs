@@ -21,6 +21,12 @@ pub enum LoadError {
     Llm(#[from] LlmError),
     #[error("config key knowledge.examples: {0}")]
     Examples(crate::coverage::examples::ExamplesError),
+    #[error("config key knowledge.kind_aliases: {kind:?} = {class}: no manual has this class in {index} (a manual's classes are its front matter's `classes:`)")]
+    KindAlias {
+        kind: String,
+        class: String,
+        index: String,
+    },
     #[error("config key knowledge.plant_codes: {plant} = {manual}: no manual has this code in {index} (a manual's codes are its front matter's `codes:`)")]
     PlantCode {
         plant: String,
@@ -38,6 +44,7 @@ impl LoadError {
             LoadError::Index(_)
                 | LoadError::Llm(LlmError::Load { .. })
                 | LoadError::PlantCode { .. }
+                | LoadError::KindAlias { .. }
                 | LoadError::Examples(_)
         )
     }
@@ -61,6 +68,7 @@ pub async fn model_and_index(cfg: &Config, warm: bool) -> Result<Loaded, LoadErr
 pub async fn index_and_model(cfg: &Config) -> Result<(Arc<Index>, Arc<Model>), LoadError> {
     let index = Arc::new(Index::open(&cfg.knowledge.index)?);
     check_plant_codes(cfg, &index)?;
+    check_kind_aliases(cfg, &index)?;
     let model_path = cfg.llm.model.clone();
     let llm_cfg = cfg.llm.clone();
     let model = tokio::task::spawn_blocking(move || Model::load(&model_path, &llm_cfg))
@@ -88,6 +96,24 @@ pub fn check_plant_codes(cfg: &Config, index: &Index) -> Result<(), LoadError> {
         Some((plant, manual)) => Err(LoadError::PlantCode {
             plant: plant.clone(),
             manual: manual.clone(),
+            index: cfg.knowledge.index.display().to_string(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Every kind alias names a class of `index`: one that does not would map
+/// the plant's kind to no manual, and say so only in the answers.
+pub fn check_kind_aliases(cfg: &Config, index: &Index) -> Result<(), LoadError> {
+    match cfg
+        .knowledge
+        .kind_aliases
+        .iter()
+        .find(|(_, class)| index.docs_of_class(class).is_empty())
+    {
+        Some((kind, class)) => Err(LoadError::KindAlias {
+            kind: kind.clone(),
+            class: class.clone(),
             index: cfg.knowledge.index.display().to_string(),
         }),
         None => Ok(()),

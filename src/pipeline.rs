@@ -44,8 +44,18 @@ pub struct Counters {
     /// a defect of the choice code (`grounding::guard_chosen`), never a
     /// model error. Tests hold it at 0.
     pub choice_defects: AtomicU64,
+    /// Alarms whose `kind` mapped to no manual's class (the text decided
+    /// their equipment): each such kind is logged once, with the config
+    /// key that maps it (`knowledge.kind_aliases`).
+    pub unmapped_kinds: AtomicU64,
+    /// The unmapped kinds logged so far, bounded: a plant with a thousand
+    /// names is told of the first `UNMAPPED_KINDS_LOGGED`.
+    pub kinds_logged: std::sync::Mutex<std::collections::BTreeSet<String>>,
     pub slots: Arc<SlotCounters>,
 }
+
+/// How many distinct unmapped kinds are named in the log.
+pub const UNMAPPED_KINDS_LOGGED: usize = 256;
 
 impl Counters {
     pub fn to_json(&self) -> serde_json::Value {
@@ -57,6 +67,7 @@ impl Counters {
             "passages": g(&self.passages),
             "unmatched": g(&self.unmatched),
             "choice_defects": g(&self.choice_defects),
+            "unmapped_kinds": g(&self.unmapped_kinds),
             "slot_restarts": g(&self.slots.restarts),
             "slots_lost": g(&self.slots.lost),
             "preempted": g(&self.slots.preempted),
@@ -155,9 +166,6 @@ impl Pipeline {
         self.retrieve_in(&self.index.current(), alarm)
     }
 
-    /// The alarm as retrieval and coverage read it: under its manual code
-    /// when `knowledge.plant_codes` maps its code, else as raised. The prompt
-    /// and the published diagnosis keep the alarm's own code.
     /// Coverage of `alarm` (its `lookup`), judged on `hits` from `index`
     /// and by the example alarms.
     fn judge(&self, index: &Index, alarm: &Alarm, hits: &[Hit]) -> coverage::Judgement {
@@ -171,13 +179,52 @@ impl Pipeline {
         coverage::judge_in_like(index, alarm, hits, like)
     }
 
-    fn lookup<'a>(&self, alarm: &'a Alarm) -> Cow<'a, Alarm> {
-        match self.cfg.knowledge.manual_code(&alarm.code) {
-            Some(manual) => Cow::Owned(Alarm {
-                code: manual.to_string(),
+    /// The alarm as retrieval and coverage read it: under its manual code
+    /// when `knowledge.plant_codes` maps its code, and of the class
+    /// `knowledge.kind_aliases` maps its kind to; else as raised. A kind
+    /// that maps to no manual's class by either the config or the manuals'
+    /// aliases is counted, and named in the log once. The prompt and the
+    /// published diagnosis keep the alarm as raised.
+    fn lookup<'a>(&self, index: &Index, alarm: &'a Alarm) -> Cow<'a, Alarm> {
+        let k = &self.cfg.knowledge;
+        let code = k.manual_code(&alarm.code);
+        let class = alarm.kind.as_deref().and_then(|kind| k.kind_class(kind));
+        let looked = match (code, class) {
+            (None, None) => Cow::Borrowed(alarm),
+            _ => Cow::Owned(Alarm {
+                code: code.unwrap_or(&alarm.code).to_string(),
+                kind: class.map(str::to_string).or_else(|| alarm.kind.clone()),
                 ..alarm.clone()
             }),
-            None => Cow::Borrowed(alarm),
+        };
+        if class.is_none() {
+            self.note_unmapped(index, &looked);
+        }
+        looked
+    }
+
+    fn note_unmapped(&self, index: &Index, alarm: &Alarm) {
+        let Some(kind) = alarm
+            .kind
+            .as_deref()
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+        else {
+            return;
+        };
+        if crate::retrieval::kinds::of_kind(index.docs(), kind).is_some() {
+            return;
+        }
+        self.counters.unmapped_kinds.fetch_add(1, Ordering::Relaxed);
+        let Ok(mut logged) = self.counters.kinds_logged.lock() else {
+            return;
+        };
+        if logged.len() < UNMAPPED_KINDS_LOGGED && logged.insert(kind.to_string()) {
+            tracing::warn!(
+                kind = %kind,
+                alarm_id = %alarm.id,
+                "kind {kind:?} names no manual's equipment: the alarm's text decides which manual it is about; map it in the config with [knowledge.kind_aliases] {kind:?} = \"<class>\""
+            );
         }
     }
 
@@ -310,7 +357,7 @@ impl Pipeline {
         // One index for the whole job: a reload between its retrieval, its
         // judgement and its covering checks would mix two sets of manuals.
         let index = self.index.current();
-        let lookup = self.lookup(alarm);
+        let lookup = self.lookup(&index, alarm);
         let (hits, retrieval_ms) = self.retrieve_in(&index, &lookup);
         let judged = self.judge(&index, &lookup, &hits);
         let cov = judged.coverage;
@@ -435,7 +482,7 @@ impl Pipeline {
     /// A retrieval-only answer for an alarm that must not wait (alarm storms).
     pub fn triage(&self, alarm: &Alarm) -> Diagnosis {
         let index = self.index.current();
-        let lookup = self.lookup(alarm);
+        let lookup = self.lookup(&index, alarm);
         let (hits, retrieval_ms) = self.retrieve_in(&index, &lookup);
         let cov = self.judge(&index, &lookup, &hits).coverage;
         if cov == Coverage::None {

@@ -61,6 +61,9 @@ pub struct KnowledgeConfig {
     /// alarm raised under a mapped code is judged and retrieved as if raised
     /// under its manual code (`pipeline`), and published under its own.
     pub plant_codes: std::collections::BTreeMap<String, String>,
+    /// A plant's kind, trimmed and lower case, -> a manual class: the kind
+    /// is read as that class (`pipeline`), before the manuals' own aliases.
+    pub kind_aliases: std::collections::BTreeMap<String, String>,
     /// Example alarms for coverage (`coverage::examples`); None: the eval
     /// set where `eval` finds it (`load::examples`).
     pub examples: Option<PathBuf>,
@@ -72,6 +75,14 @@ impl KnowledgeConfig {
     pub fn manual_code(&self, code: &str) -> Option<&str> {
         self.plant_codes
             .get(&code.trim().to_ascii_uppercase())
+            .map(String::as_str)
+    }
+
+    /// The class `kind` is mapped to by `knowledge.kind_aliases`, if any
+    /// (case and surrounding space ignored).
+    pub fn kind_class(&self, kind: &str) -> Option<&str> {
+        self.kind_aliases
+            .get(&kind.trim().to_lowercase())
             .map(String::as_str)
     }
 }

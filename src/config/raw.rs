@@ -85,6 +85,11 @@ pub struct RawKnowledge {
     /// "ME-JCW-PRES-LO"`).
     #[serde(default)]
     pub plant_codes: std::collections::BTreeMap<String, String>,
+    /// The plant's names for its machines mapped to the manuals' classes
+    /// (`"ENGINE ROOM 2" = "generator"`), for kinds the manuals' own aliases
+    /// do not name.
+    #[serde(default)]
+    pub kind_aliases: std::collections::BTreeMap<String, String>,
     /// Labelled example alarms that coverage also judges by (the eval set's
     /// format); default: the eval set beside the index or installed.
     #[serde(default)]

@@ -215,12 +215,36 @@ fn retrieval_settings(k: RawKnowledge) -> Result<KnowledgeConfig, Bad> {
             ));
         }
     }
+    let kind_aliases = kind_aliases(k.kind_aliases)?;
     Ok(KnowledgeConfig {
         top_k: in_range("knowledge.top_k", k.top_k, 1, 20)?,
         index: k.index,
         plant_codes,
+        kind_aliases,
         examples: k.examples,
     })
+}
+
+/// `knowledge.kind_aliases`, each kind trimmed and lower case (a plant's
+/// kinds are compared without case), each class trimmed.
+fn kind_aliases(
+    raw: std::collections::BTreeMap<String, String>,
+) -> Result<std::collections::BTreeMap<String, String>, Bad> {
+    const KEY: &str = "knowledge.kind_aliases";
+    let mut out = std::collections::BTreeMap::new();
+    for (kind, class) in raw {
+        let (k, c) = (kind.trim().to_lowercase(), class.trim().to_string());
+        if k.is_empty() || c.is_empty() {
+            return Err((KEY, format!("{kind:?} = {class:?}: a name is empty")));
+        }
+        if let Some(before) = out.insert(k.clone(), c.clone()) {
+            return Err((
+                KEY,
+                format!("{k:?} is mapped twice (to {before} and to {c}; kinds are compared without case)"),
+            ));
+        }
+    }
+    Ok(out)
 }
 
 fn llm_settings(l: RawLlm) -> Result<LlmConfig, Bad> {

@@ -251,20 +251,25 @@ impl Examples {
     /// The nearest covered example of `kind` to `message`, and its lead
     /// over the nearest uncovered one; examples of set `except` are left
     /// out (the eval's own alarms). None without a covered example.
-    pub fn nearest(&self, kind: &str, message: &str, except: Option<&str>) -> Option<Nearest> {
-        self.nearest_beside(kind, message, except, None)
+    pub fn nearest(
+        &self,
+        kinds: &[String],
+        message: &str,
+        except: Option<&str>,
+    ) -> Option<Nearest> {
+        self.nearest_beside(kinds, message, except, None)
     }
 
     /// `nearest`, and how near the nearest example of section `rival` is,
     /// read in the same pass.
     pub fn nearest_beside(
         &self,
-        kind: &str,
+        kinds: &[String],
         message: &str,
         except: Option<&str>,
         rival: Option<&str>,
     ) -> Option<Nearest> {
-        self.nearest_any(kind, message, except, rival)
+        self.nearest_any(kinds, message, except, rival)
             .filter(|n| !n.section.is_empty())
     }
 
@@ -272,7 +277,7 @@ impl Examples {
     /// its similarity 0), for the nearest uncovered one.
     pub fn nearest_any(
         &self,
-        kind: &str,
+        kinds: &[String],
         message: &str,
         except: Option<&str>,
         rival: Option<&str>,
@@ -280,7 +285,7 @@ impl Examples {
         let query = self.query(message)?;
         let (mut covered, mut uncovered): (Option<(f32, &str)>, f32) = (None, 0.0);
         let mut near_rival = 0.0f32;
-        for e in self.of_kind(kind, except) {
+        for e in self.of_kinds(kinds, except) {
             let s = e.similarity(&query);
             if rival.is_some() && e.section.as_deref() == rival {
                 near_rival = near_rival.max(s);
@@ -302,14 +307,14 @@ impl Examples {
     }
 
     /// The examples of `kind`, but those of set `except`.
-    fn of_kind<'e>(
+    fn of_kinds<'e>(
         &'e self,
-        kind: &'e str,
+        kinds: &'e [String],
         except: Option<&'e str>,
     ) -> impl Iterator<Item = &'e Example> {
         self.all
             .iter()
-            .filter(move |e| e.kind == kind && Some(e.set.as_str()) != except)
+            .filter(move |e| kinds.contains(&e.kind) && Some(e.set.as_str()) != except)
     }
 
     /// A message's unit-length TF-IDF weights, by term id; None when it
@@ -398,7 +403,7 @@ mod tests {
     fn another_plants_wording_of_the_same_fault_is_nearest() {
         let n = ex()
             .nearest(
-                "purifier",
+                &["purifier".into()],
                 "No.2 purifier: sludge ejection not detected after the discharge",
                 None,
             )
@@ -410,7 +415,11 @@ mod tests {
     #[test]
     fn an_uncovered_fault_near_its_own_example_is_not_led() {
         let n = ex()
-            .nearest("purifier", "purifier feed pump overload tripped", None)
+            .nearest(
+                &["purifier".into()],
+                "purifier feed pump overload tripped",
+                None,
+            )
             .unwrap();
         assert!(n.lead < LEAD_AT, "{n:?}");
     }
@@ -419,11 +428,15 @@ mod tests {
     fn the_own_set_and_other_equipment_are_left_out() {
         let e = ex();
         let n = e
-            .nearest("purifier", "sludge ejection not detected", Some("1"))
+            .nearest(
+                &["purifier".into()],
+                "sludge ejection not detected",
+                Some("1"),
+            )
             .unwrap();
         assert!(n.similarity < NEAR_AT, "{n:?}");
         assert_eq!(
-            e.nearest("boiler", "sludge ejection not detected", None),
+            e.nearest(&["boiler".into()], "sludge ejection not detected", None),
             None
         );
     }

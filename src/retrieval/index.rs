@@ -38,7 +38,7 @@ fn disk_hash(term: &str) -> u32 {
 }
 
 pub const MAGIC: [u8; 8] = *b"TWIDX\r\n\x1a";
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 pub const HEADER_LEN: usize = 64;
 const TERM_ROW: usize = 8;
 /// Marks a term row whose only posting is stored in the row itself: most CJK
@@ -57,6 +57,9 @@ pub struct DocMeta {
     pub id: String,
     pub title: String,
     pub classes: Vec<String>,
+    /// The trade's other names for the manual's equipment (`aliases` in its
+    /// front matter): how a plant's `kind` is mapped to a class.
+    pub aliases: Vec<String>,
     pub codes: Vec<String>,
     pub lang: String,
     pub first_passage: u32,
@@ -286,6 +289,7 @@ fn gather(
             id: d.id.clone(),
             title: d.title.clone(),
             classes: d.classes.clone(),
+            aliases: d.aliases.clone(),
             codes: d.codes.clone(),
             lang: d.lang.clone(),
             first_passage: first,

@@ -18,6 +18,10 @@ pub struct Document {
     pub id: String,
     pub title: String,
     pub classes: Vec<String>,
+    /// Other names the trade uses for this equipment, in any language
+    /// (`DG`, `genset`, `副机` for the diesel generators): a plant's `kind`
+    /// or message that names one is this manual's equipment.
+    pub aliases: Vec<String>,
     pub codes: Vec<String>,
     pub lang: String,
     pub sections: Vec<(String, String)>,
@@ -148,7 +152,8 @@ fn parse_list(v: &str) -> Vec<String> {
         .collect()
 }
 
-/// Parses one document: `---` front matter (title, classes, codes, lang), a `#`
+/// Parses one document: `---` front matter (title, classes, aliases, codes,
+/// lang), a `#`
 /// title line, then `##` sections.
 pub fn parse_document(id: &str, text: &str) -> Result<Document, String> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
@@ -160,6 +165,7 @@ pub fn parse_document(id: &str, text: &str) -> Result<Document, String> {
         .ok_or("front matter is not closed by a '---' line")?;
     let (front, body) = (&rest[..end], &rest[end + 5..]);
     let (mut title, mut classes, mut codes, mut lang) = (None, None, None, None);
+    let mut aliases = Vec::new();
     for line in front.lines().filter(|l| !l.trim().is_empty()) {
         let (k, v) = line
             .split_once(':')
@@ -168,6 +174,7 @@ pub fn parse_document(id: &str, text: &str) -> Result<Document, String> {
             "title" => title = Some(v.trim().trim_matches('"').to_string()),
             "classes" => classes = Some(parse_list(v)),
             "codes" => codes = Some(parse_list(v)),
+            "aliases" => aliases = parse_list(v),
             "lang" => lang = Some(v.trim().to_string()),
             other => return Err(format!("front matter key {other:?} is unknown")),
         }
@@ -204,6 +211,7 @@ pub fn parse_document(id: &str, text: &str) -> Result<Document, String> {
             .or(heading_title)
             .ok_or("front matter key title is missing")?,
         classes,
+        aliases,
         codes: codes.unwrap_or_default(),
         lang,
         sections,

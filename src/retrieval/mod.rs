@@ -7,7 +7,9 @@
 //! alarm-code match, an equipment-class match and the query's language.
 //! This module never talks to the model or the network.
 
+pub mod glossary;
 pub mod index;
+pub mod kinds;
 pub mod knowledge;
 mod live;
 pub mod tokenize;
@@ -158,6 +160,25 @@ impl Index {
             .any(|d| d.codes.iter().any(|c| c.eq_ignore_ascii_case(code)))
     }
 
+    /// The documents' table: ids, classes, aliases and titles.
+    pub fn docs(&self) -> &[index::DocMeta] {
+        &self.raw.docs
+    }
+
+    /// The documents of any of `classes`.
+    pub fn docs_of_classes(&self, classes: &[String]) -> Vec<String> {
+        self.raw
+            .docs
+            .iter()
+            .filter(|d| {
+                d.classes
+                    .iter()
+                    .any(|c| classes.iter().any(|k| c.eq_ignore_ascii_case(k)))
+            })
+            .map(|d| d.id.clone())
+            .collect()
+    }
+
     pub fn docs_of_class(&self, class: &str) -> Vec<String> {
         self.raw
             .docs
@@ -173,7 +194,17 @@ impl Index {
         if n == 0 || k == 0 {
             return Ok(Vec::new());
         }
-        let mut qterms = terms(&q.text);
+        // The trade's short forms read as the manuals' words too (`DG` as
+        // `diesel generator`), so a plant's AMS text finds the sections
+        // that name its alarm in full.
+        // What the watchkeeper found normal is no part of the fault: `sump
+        // level normal, No.2 DG running normally` names other sections.
+        let faulty = crate::reading::not_normal(&q.text);
+        let text = match faulty.trim().is_empty() {
+            true => &q.text,
+            false => &faulty,
+        };
+        let mut qterms = terms(&glossary::expand(text));
         if let Some(kind) = &q.kind {
             qterms.extend(terms(&kind.replace('_', " ")));
         }
@@ -214,6 +245,14 @@ impl Index {
     /// of a document that names the code or class.
     fn boost_documents(&self, scores: &mut [f32], code: Option<&str>, q: &Query) {
         let want_zh = has_cjk(&q.text);
+        // The kind as the manuals know it (`No.2 DG` is the generators'):
+        // a kind that maps to no class raises nothing.
+        let kind_classes = q
+            .kind
+            .as_deref()
+            .and_then(|k| kinds::of_kind(&self.raw.docs, k))
+            .map(|r| r.classes)
+            .unwrap_or_default();
         for (di, d) in self.raw.docs.iter().enumerate() {
             let mut boost = 0.0;
             if let Some(c) = code {
@@ -221,10 +260,11 @@ impl Index {
                     boost += BOOST_CODE_DOC;
                 }
             }
-            if let Some(kind) = &q.kind {
-                if d.classes.iter().any(|dc| dc.eq_ignore_ascii_case(kind)) {
-                    boost += BOOST_CLASS;
-                }
+            if kind_classes
+                .iter()
+                .any(|k| d.classes.iter().any(|dc| dc.eq_ignore_ascii_case(k)))
+            {
+                boost += BOOST_CLASS;
             }
             if (d.lang == "zh") == want_zh {
                 boost += BOOST_LANG;
@@ -824,9 +864,10 @@ mod tests {
     #[test]
     fn future_version_is_detected() {
         let mut b = sample();
-        b[8..12].copy_from_slice(&4u32.to_le_bytes());
+        b[8..12].copy_from_slice(&(index::VERSION + 1).to_le_bytes());
         let e = Index::from_bytes(b).err().unwrap().to_string();
-        assert!(e.contains("version 4 is not supported"), "{e}");
+        let want = format!("version {} is not supported", index::VERSION + 1);
+        assert!(e.contains(&want), "{e}");
     }
 
     #[test]

@@ -1,0 +1,574 @@
+//! Which manuals' equipment an alarm is about. A plant's `kind` is a hint,
+//! never a gate: plants name their machines in their own words (`No.2 DG`,
+//! `PURIFIER 1`, `副机`, `ENGINE`), so a kind is mapped to the manuals'
+//! classes by the class itself, by the aliases a manual declares in its
+//! front matter, or by words it shares with one class or manual title. The
+//! config's aliases (`knowledge.kind_aliases`) are applied before, by the
+//! pipeline, as the kind's class. A kind that maps to nothing is unknown,
+//! and the message decides: a message that names a manual's equipment in
+//! its first clause that names any is that equipment's.
+//!
+//! Pure: the index's table of documents and the alarm in, a `Resolution`
+//! out. Owns the matching of names in text; never reads a file.
+
+use crate::alarm::Alarm;
+use crate::retrieval::index::DocMeta;
+use crate::retrieval::tokenize::is_cjk;
+
+/// How the alarm's equipment was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum By {
+    /// The kind is a manual's class.
+    Class,
+    /// The kind holds an alias a manual declares.
+    Alias,
+    /// The kind shares words with one class or manual title only.
+    Words,
+    /// No kind mapped; the message names a manual's equipment.
+    Message,
+    /// The kind names a machine no manual names, and the message names it
+    /// too: the text's evidence that the equipment has no manual.
+    Unlisted,
+    /// Neither the kind nor the message names a manual's equipment.
+    Unknown,
+}
+
+impl By {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            By::Class => "class",
+            By::Alias => "alias",
+            By::Words => "words",
+            By::Message => "message",
+            By::Unlisted => "unlisted",
+            By::Unknown => "unknown",
+        }
+    }
+}
+
+/// The manual classes an alarm is about, and how they were found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolution {
+    /// Empty when `by` is `Unknown`.
+    pub classes: Vec<String>,
+    pub by: By,
+    /// Whether the alarm carried a kind that mapped to nothing (counted in
+    /// status, so an operator can map it with `knowledge.kind_aliases`).
+    pub kind_unmapped: bool,
+}
+
+/// A word shared with a class name or title is evidence for that class
+/// only when few classes hold it: `buoy`, `main`, `system` and `浮标` name
+/// many manuals' equipment and say nothing of which.
+pub const WORD_CLASSES_AT_MOST: usize = 2;
+
+/// Words that name where a machine is or what group it belongs to, never
+/// which machine: an AMS's group field (`ENGINE ROOM`, `AUX`, `机舱`) shares
+/// them with a manual's title by chance.
+pub const GROUP_WORDS: &[&str] = &[
+    "engine",
+    "room",
+    "system",
+    "plant",
+    "unit",
+    "main",
+    "aux",
+    "auxiliary",
+    "station",
+    "deck",
+    "control",
+    "panel",
+    "shipboard",
+    "buoy",
+    "provision",
+    "equipment",
+    "machinery",
+    "机舱",
+    "系统",
+    "浮标",
+    "装置",
+    "设备",
+    "船载",
+    "主机",
+    "辅机",
+];
+
+/// A kind maps by its words only when it shares this many telling words
+/// with one class, or all of its own words: one shared word (`provision
+/// crane` and the provision refrigeration plant) is chance.
+pub const WORDS_SHARED_AT: usize = 2;
+
+/// The alarm's equipment: its kind's classes, else the classes its message
+/// names, else unknown.
+pub fn resolve(docs: &[DocMeta], alarm: &Alarm) -> Resolution {
+    let kind = alarm
+        .kind
+        .as_deref()
+        .map(str::trim)
+        .filter(|k| !k.is_empty());
+    if let Some(found) = kind.and_then(|k| of_kind(docs, k)) {
+        return found;
+    }
+    let kind_unmapped = kind.is_some();
+    let message = alarm.message.as_deref().unwrap_or("");
+    // A machine no manual names, named by both, is the alarm's before any
+    // machine of a manual the message names (an incinerator's burner is
+    // not the boiler's).
+    let (classes, by) = if kind.is_some_and(|k| names_no_manual(docs, k, message)) {
+        (Vec::new(), By::Unlisted)
+    } else {
+        match of_message(docs, message) {
+            Some(classes) => (classes, By::Message),
+            None => (Vec::new(), By::Unknown),
+        }
+    };
+    Resolution {
+        classes,
+        by,
+        kind_unmapped,
+    }
+}
+
+/// Whether `kind` names a machine that no manual names, by any word of its
+/// class, title or aliases (an incinerator, a sewage plant), and `message`
+/// names it too. A coarse group (`ENGINE`, `POWER`, `机舱`) shares words
+/// with the manuals and is no such evidence; nor is a channel or a tag the
+/// message does not repeat (`SER2`, `CH3`).
+fn names_no_manual(docs: &[DocMeta], kind: &str, message: &str) -> bool {
+    let said = name_words(kind);
+    if said.is_empty() || !Tokens::of(message).find(kind).is_some() {
+        return false;
+    }
+    let known = |w: &String| {
+        docs.iter().any(|d| {
+            let names = d
+                .classes
+                .iter()
+                .map(|c| c.replace('_', " "))
+                .chain([d.title.clone()])
+                .chain(d.aliases.iter().cloned())
+                .collect::<Vec<_>>()
+                .join(" ");
+            name_words(&names).contains(w)
+        })
+    };
+    !said.iter().any(known)
+}
+
+/// The classes a kind names: the class itself, the manuals' aliases it
+/// holds (the longest wins: `fresh water generator` over `generator`), or
+/// the one class whose name or title shares the most telling words with it.
+pub fn of_kind(docs: &[DocMeta], kind: &str) -> Option<Resolution> {
+    let norm = |s: &str| s.trim().to_lowercase().replace(['_', '-'], " ");
+    let k = norm(kind);
+    let exact: Vec<String> = classes_where(docs, |d| d.classes.iter().any(|c| norm(c) == k));
+    if !exact.is_empty() {
+        return Some(found(exact, By::Class));
+    }
+    if let Some(classes) = by_alias(docs, kind) {
+        return Some(found(classes, By::Alias));
+    }
+    by_words(docs, kind).map(|c| found(vec![c], By::Words))
+}
+
+/// The classes the first clause of `message` that names any manual's
+/// equipment (by alias, class name or title) names: a watch log states its
+/// alarm first, then other machines' readings (`No.2 DG LO press low …; ME
+/// on 85% load`).
+pub fn of_message(docs: &[DocMeta], message: &str) -> Option<Vec<String>> {
+    clauses(message).find_map(|clause| {
+        by_alias(docs, clause).or_else(|| by_words(docs, clause).map(|c| vec![c]))
+    })
+}
+
+fn found(classes: Vec<String>, by: By) -> Resolution {
+    Resolution {
+        classes,
+        by,
+        kind_unmapped: false,
+    }
+}
+
+fn classes_where(docs: &[DocMeta], keep: impl Fn(&DocMeta) -> bool) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for d in docs.iter().filter(|d| keep(d)) {
+        for c in &d.classes {
+            if !out.contains(c) {
+                out.push(c.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The classes of the manuals whose alias `text` names first (the longest
+/// of those that start there: `fresh water generator` over `generator`);
+/// None when `text` holds none. First, because a plant names the machine
+/// that raised the alarm before what it runs on (`UPS-LAB1 ON BATTERY`).
+fn by_alias(docs: &[DocMeta], text: &str) -> Option<Vec<String>> {
+    let tokens = Tokens::of(text);
+    let mut best: Option<Place> = None;
+    let mut places = Vec::with_capacity(docs.len());
+    for d in docs {
+        let place = d.aliases.iter().filter_map(|a| tokens.find(a)).min();
+        if let Some(p) = place {
+            best = Some(best.map_or(p, |b| b.min(p)));
+            places.push((d, p));
+        }
+    }
+    let best = best?;
+    let ids: Vec<&str> = places
+        .iter()
+        .filter(|(_, p)| *p == best)
+        .map(|(d, _)| d.id.as_str())
+        .collect();
+    Some(classes_where(docs, |d| ids.contains(&d.id.as_str())))
+}
+
+/// Where a name was found: its start (in characters), then its length
+/// negated, so that the least place is the first and, of those, the longest.
+type Place = (usize, std::cmp::Reverse<usize>);
+
+/// The one class whose name, titles and aliases share the most telling
+/// words (or Chinese character pairs) with `text`, when they share
+/// `WORDS_SHARED_AT` or all of `text`'s words; None on a tie or when none
+/// shares enough.
+fn by_words(docs: &[DocMeta], text: &str) -> Option<String> {
+    let mut classes: Vec<(String, Vec<String>)> = Vec::new();
+    for d in docs {
+        for c in &d.classes {
+            let names = format!(
+                "{} {} {}",
+                c.replace('_', " "),
+                d.title,
+                d.aliases.join(" ")
+            );
+            let words = name_words(&names);
+            match classes.iter_mut().find(|(k, _)| k == c) {
+                Some((_, w)) => w.extend(words),
+                None => classes.push((c.clone(), words)),
+            }
+        }
+    }
+    for (_, w) in &mut classes {
+        w.sort();
+        w.dedup();
+    }
+    let telling = |w: &String| {
+        classes.iter().filter(|(_, ws)| ws.contains(w)).count() <= WORD_CLASSES_AT_MOST
+    };
+    let said: Vec<String> = name_words(text)
+        .into_iter()
+        .filter(|w| {
+            !GROUP_WORDS
+                .iter()
+                .any(|g| g == w || (g.chars().any(is_cjk) && w.contains(g)))
+        })
+        .collect();
+    let enough = WORDS_SHARED_AT.min(said.len()).max(1);
+    let mut scored: Vec<(usize, &String)> = classes
+        .iter()
+        .map(|(c, ws)| {
+            let n = said.iter().filter(|w| ws.contains(w) && telling(w)).count();
+            (n, c)
+        })
+        .filter(|(n, _)| *n >= enough)
+        .collect();
+    scored.sort_by(|a, b| b.0.cmp(&a.0));
+    match scored.as_slice() {
+        [(n, c), rest @ ..] if rest.first().is_none_or(|(m, _)| m < n) => Some((*c).clone()),
+        _ => None,
+    }
+}
+
+/// A name's words for sharing: lowercased, a plural's `s` dropped, three
+/// letters at least; and each pair of adjacent Chinese characters.
+fn name_words(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut word = String::new();
+    let mut cjk: Vec<char> = Vec::new();
+    let flush = |word: &mut String, cjk: &mut Vec<char>, out: &mut Vec<String>| {
+        if word.chars().count() >= 3 && word.chars().any(|c| c.is_alphabetic()) {
+            let w = word.to_lowercase();
+            let w = match w.strip_suffix('s') {
+                Some(stem) if stem.len() >= 3 && !stem.ends_with('s') => stem.to_string(),
+                _ => w,
+            };
+            out.push(w);
+        }
+        word.clear();
+        out.extend(cjk.windows(2).map(|p| p.iter().collect::<String>()));
+        cjk.clear();
+    };
+    for c in text.chars() {
+        if is_cjk(c) {
+            if !word.is_empty() {
+                let mut none = Vec::new();
+                flush(&mut word, &mut none, &mut out);
+            }
+            cjk.push(c);
+        } else if c.is_alphanumeric() {
+            if !cjk.is_empty() {
+                let mut none = String::new();
+                flush(&mut none, &mut cjk, &mut out);
+            }
+            word.push(c);
+        } else {
+            flush(&mut word, &mut cjk, &mut out);
+        }
+    }
+    flush(&mut word, &mut cjk, &mut out);
+    out
+}
+
+/// A message's clauses, in order: split where a watch log moves on to the
+/// next thing it says.
+fn clauses(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c| matches!(c, ',' | ';' | '.' | '，' | '；' | '。' | '、' | '\n'))
+        .filter(|c| !c.trim().is_empty())
+}
+
+/// A text cut into words for finding names in it: runs of letters and runs
+/// of digits apart (`DG2` is `DG` `2`, `T/C` is `T` `C`), as written.
+struct Tokens {
+    raw: String,
+    /// Each word with where it starts, in characters.
+    words: Vec<(usize, String)>,
+}
+
+impl Tokens {
+    fn of(text: &str) -> Self {
+        Tokens {
+            raw: text.to_string(),
+            words: split_words(text),
+        }
+    }
+
+    /// Where the text first holds `name` whole: Chinese anywhere; other
+    /// names as whole words, a name written in capitals only as written
+    /// (`ME`, not `me`), others in any case.
+    fn find(&self, name: &str) -> Option<Place> {
+        let len = std::cmp::Reverse(name.chars().count());
+        if name.chars().any(is_cjk) {
+            let at = self.raw.find(name)?;
+            return Some((self.raw[..at].chars().count(), len));
+        }
+        let want = split_words(name);
+        if want.is_empty() || want.len() > self.words.len() {
+            return None;
+        }
+        let caps = name.chars().any(|c| c.is_ascii_uppercase())
+            && !name.chars().any(|c| c.is_ascii_lowercase());
+        let same = |a: &(usize, String), b: &(usize, String)| match caps {
+            true => a.1 == b.1,
+            false => a.1.eq_ignore_ascii_case(&b.1),
+        };
+        self.words
+            .windows(want.len())
+            .find(|w| w.iter().zip(&want).all(|(a, b)| same(a, b)))
+            .map(|w| (w[0].0, len))
+    }
+}
+
+fn split_words(text: &str) -> Vec<(usize, String)> {
+    let mut out: Vec<(usize, String)> = Vec::new();
+    let mut cur = String::new();
+    let (mut start, mut digits) = (0, false);
+    for (i, c) in text.chars().enumerate() {
+        if c.is_ascii_alphanumeric() || (c.is_alphabetic() && !is_cjk(c)) {
+            let d = c.is_ascii_digit();
+            if !cur.is_empty() && d != digits {
+                out.push((start, std::mem::take(&mut cur)));
+            }
+            if cur.is_empty() {
+                start = i;
+            }
+            digits = d;
+            cur.push(c);
+        } else if !cur.is_empty() {
+            out.push((start, std::mem::take(&mut cur)));
+        }
+    }
+    if !cur.is_empty() {
+        out.push((start, cur));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(id: &str, class: &str, title: &str, aliases: &[&str]) -> DocMeta {
+        DocMeta {
+            id: id.into(),
+            title: title.into(),
+            classes: vec![class.into()],
+            aliases: aliases.iter().map(|s| s.to_string()).collect(),
+            codes: Vec::new(),
+            lang: "en".into(),
+            first_passage: 0,
+            n_passages: 0,
+        }
+    }
+
+    fn docs() -> Vec<DocMeta> {
+        vec![
+            doc(
+                "generator-en",
+                "generator",
+                "Diesel generators",
+                &["DG", "D/G", "genset", "generator", "副机", "发电机"],
+            ),
+            doc(
+                "fresh_water_generator-en",
+                "fresh_water_generator",
+                "Fresh water generator (evaporator)",
+                &["FWG", "fresh water generator", "造水机"],
+            ),
+            doc(
+                "main_engine_cooling-en",
+                "main_engine_cooling",
+                "Main engine jacket cooling water",
+                &["ME", "main engine", "JCW", "主机"],
+            ),
+            doc(
+                "main_engine_fuel-en",
+                "main_engine_fuel",
+                "Main engine fuel oil system",
+                &["ME", "main engine", "主机"],
+            ),
+            doc(
+                "purifier-en",
+                "purifier",
+                "Fuel and lube oil purifiers (separators)",
+                &["separator", "分油机"],
+            ),
+            doc(
+                "ctd-en",
+                "ctd",
+                "CTD (conductivity, temperature, depth)",
+                &["CTD"],
+            ),
+            doc("battery-en", "battery", "Buoy battery bank", &["battery"]),
+            doc("solar-en", "solar", "Buoy solar panels", &["solar panel"]),
+            doc("gnss-en", "gnss", "Buoy GNSS positioning", &["GPS"]),
+        ]
+    }
+
+    fn kind(k: &str) -> Option<(Vec<String>, By)> {
+        of_kind(&docs(), k).map(|r| (r.classes, r.by))
+    }
+
+    fn classes(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_kind_that_is_a_class_maps_to_it() {
+        assert_eq!(
+            kind("generator"),
+            Some((classes(&["generator"]), By::Class))
+        );
+        assert_eq!(
+            kind("Main-Engine_Cooling"),
+            Some((classes(&["main_engine_cooling"]), By::Class))
+        );
+    }
+
+    #[test]
+    fn a_plants_name_for_a_machine_maps_by_the_manuals_aliases() {
+        assert_eq!(kind("No.2 DG"), Some((classes(&["generator"]), By::Alias)));
+        assert_eq!(kind("DG2"), Some((classes(&["generator"]), By::Alias)));
+        assert_eq!(kind("2号副机"), Some((classes(&["generator"]), By::Alias)));
+        // The longest alias wins: the evaporator is no diesel generator.
+        assert_eq!(
+            kind("NO.1 FRESH WATER GENERATOR"),
+            Some((classes(&["fresh_water_generator"]), By::Alias))
+        );
+        // A name several manuals declare maps to all of them.
+        assert_eq!(
+            kind("ME"),
+            Some((
+                classes(&["main_engine_cooling", "main_engine_fuel"]),
+                By::Alias
+            ))
+        );
+    }
+
+    #[test]
+    fn a_name_in_capitals_matches_only_as_written() {
+        assert_eq!(kind("call me"), None);
+        assert_eq!(kind("sdg"), None);
+    }
+
+    #[test]
+    fn a_kind_that_shares_telling_words_with_one_class_maps_to_it() {
+        assert_eq!(
+            kind("lube oil purifiers"),
+            Some((classes(&["purifier"]), By::Words))
+        );
+        // A group's words name no machine, and one shared word is chance.
+        assert_eq!(kind("buoy"), None);
+        assert_eq!(kind("ENGINE ROOM"), None);
+        assert_eq!(kind("机舱"), None);
+        assert_eq!(kind("solar crane"), None);
+    }
+
+    #[test]
+    fn a_kind_that_names_no_manuals_equipment_is_unknown_and_the_message_decides() {
+        let d = docs();
+        let alarm = |kind: Option<&str>, message: &str| Alarm {
+            kind: kind.map(str::to_string),
+            message: Some(message.into()),
+            ..crate::test_support::alarm("X-1")
+        };
+        let r = resolve(&d, &alarm(Some("ENGINE ROOM"), "NO.2 DG LO PRESS LOW"));
+        assert_eq!(
+            (r.classes, r.by, r.kind_unmapped),
+            (classes(&["generator"]), By::Message, true)
+        );
+        // The first clause that names a machine is the alarm's; the log's
+        // other machines come after it.
+        let r = resolve(
+            &d,
+            &alarm(
+                None,
+                "readings checked, CTD conductivity stuck at 0.02, battery 12.6 V fine",
+            ),
+        );
+        assert_eq!((r.classes, r.by), (classes(&["ctd"]), By::Message));
+        let r = resolve(&d, &alarm(Some("SER2"), "sewage plant blower tripped"));
+        assert_eq!(
+            (r.classes, r.by, r.kind_unmapped),
+            (vec![], By::Unknown, true)
+        );
+        // The first machine named is the alarm's: a UPS on battery.
+        let ups = {
+            let mut d = d.clone();
+            d.push(doc(
+                "ups-en",
+                "ups",
+                "UPS for shipboard equipment",
+                &["UPS"],
+            ));
+            d
+        };
+        let r = resolve(&ups, &alarm(Some("POWER"), "UPS-LAB1 ON BATTERY"));
+        assert_eq!((r.classes, r.by), (classes(&["ups"]), By::Message));
+        // A machine no manual names, named by the kind and the message, has
+        // no manual; a coarse group the manuals share words with is no
+        // such evidence, nor a kind the message does not repeat.
+        let r = resolve(&d, &alarm(Some("INCINERATOR"), "INCINERATOR FLAME FAIL"));
+        assert_eq!(r.by, By::Unlisted);
+        let r = resolve(&d, &alarm(Some("焚烧炉"), "焚烧炉熄火报警"));
+        assert_eq!(r.by, By::Unlisted);
+        let r = resolve(&d, &alarm(Some("INCINERATOR"), "FLAME FAIL"));
+        assert_eq!(r.by, By::Unknown);
+        let r = resolve(&d, &alarm(Some("ENGINE"), "ENGINE ROOM FLAME FAIL"));
+        assert_eq!(r.by, By::Unknown);
+        // A kind that maps is taken over the message.
+        let r = resolve(&d, &alarm(Some("GPS"), "battery voltage low, no fix"));
+        assert_eq!((r.classes, r.by), (classes(&["gnss"]), By::Alias));
+    }
+}
