@@ -281,20 +281,42 @@ fn workflow_violations(file: &str, text: &str) -> Vec<Violation> {
             .map(|(name, p, fix)| (*name, Regex::new(p).expect("workflow pattern"), *fix))
             .collect()
     });
+    let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
-    for (n, line) in text.lines().enumerate() {
+    for (n, line) in lines.iter().enumerate() {
+        // A phrase wrapped onto the next line (`one of issue` / `/// 30's
+        // own`) counts where it starts.
+        let joined = match lines.get(n + 1) {
+            Some(next) => format!("{line} {}", without_comment_marker(next)),
+            None => line.to_string(),
+        };
         for (name, re, fix) in res {
-            if let Some(m) = re.find(line) {
+            let hit = re
+                .find_iter(&joined)
+                .find(|m| m.start() < line.len())
+                .map(|m| m.as_str().split_whitespace().collect::<Vec<_>>().join(" "));
+            if let Some(words) = hit {
                 out.push(Violation {
                     file: file.into(),
                     line: n + 1,
-                    what: format!("\"{}\" speaks of {name}", m.as_str()),
+                    what: format!("\"{words}\" speaks of {name}"),
                     fix: (*fix).into(),
                 });
             }
         }
     }
     out
+}
+
+/// A line without its indentation and the comment or quote marker it
+/// continues (`///`, `//!`, `//`, `#`, `>`, `*`, `--`).
+fn without_comment_marker(line: &str) -> &str {
+    let l = line.trim_start();
+    ["//!", "///", "//", "#", ">", "*", "--"]
+        .iter()
+        .find_map(|m| l.strip_prefix(m))
+        .unwrap_or(l)
+        .trim_start()
 }
 
 /// Where a text a user reads (a help text) names an internal issue, also
@@ -617,6 +639,20 @@ fn workflow_words_are_caught() {
         assert_eq!(v.len(), 1, "not caught once: {p:?} -> {v:?}");
         assert!(v[0].to_string().starts_with("docs/x.md:1: "), "{}", v[0]);
     }
+    // Wrapped across a comment's lines, it counts once, where it starts.
+    let wrapped = "/// at 0.55 a DO sensor's drift (one of issue\n/// 30's own) passes\n";
+    let v = workflow_violations("src/coverage.rs", wrapped);
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert!(
+        v[0].to_string()
+            .starts_with("src/coverage.rs:1: \"issue 30\""),
+        "{}",
+        v[0]
+    );
+    let wrapped = "- the set was written by\n  helpers of the project\n";
+    let v = workflow_violations("docs/x.md", wrapped);
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert_eq!(v[0].line, 1);
 }
 
 #[test]
