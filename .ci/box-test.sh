@@ -272,7 +272,7 @@ box runuser -u tidewatch -- test -r "/var/lib/tidewatch/models/$model_name" ||
 end
 
 # ------------------------------------------------------------------ links
-# The model directory belongs to the daemon's user (issue 29 item 4): what it puts
+# The model directory belongs to the daemon's user: what it puts
 # there must not lead install.sh, running as root, to change a file elsewhere. A
 # compromised daemon would aim a link at a root file (the broker's TLS key); here
 # root-only files of the box's own stand in for one.
@@ -314,7 +314,7 @@ say "   links in the model directory were replaced or refused, never followed"
 end
 
 # ------------------------------------------------------------------ broker login
-# install.sh set up the box's mosquitto as on a board (issue L item 5): nobody gets
+# install.sh set up the box's mosquitto as on a board: nobody gets
 # in anonymously, and the daemon logs in with the password install.sh generated
 # and wrote to its config; the login is also its client id, so no other login
 # can take its session. send_alarm below logs in as a sensor and an operator.

@@ -184,7 +184,7 @@ pub struct EvalArgs {
     /// restart and 20 other alarms (served by the disk tier), and the
     /// fault's first alarm under a plant code after `tidewatch warm` of
     /// their codes. Uncached prompt, fed and chosen tokens, TTFT and the A72
-    /// projection per tier, against issue N's targets. Runs in temporary
+    /// projection per tier, against the tiers' targets. Runs in temporary
     /// state dirs, never the config's state_dir; needs
     /// llm.prompt_cache_disk_mib > 0
     #[arg(long, value_name = "N", value_parser = usize_in(1, 100), conflicts_with_all = ["retrieval", "prompts", "interleaved", "speculation", "answer"])]
@@ -353,7 +353,7 @@ mod tests {
             .map_err(|e| e.to_string())
     }
 
-    // Issue 31: `--config` had no help text in diagnose, check-config and eval.
+    // `--config` had no help text in diagnose, check-config and eval.
     #[test]
     fn every_option_has_help_text() {
         fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {

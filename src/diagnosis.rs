@@ -680,7 +680,7 @@ mod tests {
         assert!(items[1].source.ends_with("#2"), "{:?}", items[1]);
     }
 
-    // Issue 30: a related answer rates no cause high, keeps every source and
+    // A related answer rates no cause high, keeps every source and
     // opens by saying, in the alarm's language, what it draws on.
     #[test]
     fn a_related_answer_rates_no_cause_high_and_says_what_it_draws_on() {
@@ -812,7 +812,7 @@ mod tests {
         assert_eq!(d.actions, vec!["read gauge", "change filter"]);
         assert_eq!(d.sources.len(), 2);
         assert!(!d.summary.is_empty());
-        // Issue 31: the alarm's ts and severity were not in the payload, so
+        // The alarm's ts and severity were once not in the payload, so
         // alarm_id + equipment + ts could not identify the alarm answered.
         let v: serde_json::Value = serde_json::from_slice(&payload(&d).unwrap()).unwrap();
         assert_eq!(v["alarm_ts"], "2026-11-30T00:00:00Z");

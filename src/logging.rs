@@ -104,7 +104,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for VocabNoise {
 mod tests {
     use super::*;
 
-    // Issue 31: every start with the stand-in warned `control-looking token:
+    // Every start with the stand-in once warned `control-looking token:
     // 128247 '</s>' … probably a bug in the model`, filling
     // `journalctl -p warning` with noise that is not tidewatch's.
     #[test]

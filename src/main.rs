@@ -34,7 +34,7 @@ fn main() -> ExitCode {
 
 /// The error and its causes, each said once: an error whose message
 /// already carries its source (`{path}: {source}`) would otherwise print
-/// the source twice (issue 29, item 13).
+/// the source twice.
 fn error_text(e: &anyhow::Error) -> String {
     let mut text = e.to_string();
     for cause in e.chain().skip(1) {

@@ -474,7 +474,7 @@ mod tests {
         assert!(text.ends_with("At: 2026-12-01T10:00:00Z\n"));
     }
 
-    // Issue 30: an answer no section is about must not read like one that is.
+    // An answer no section is about must not read like one that is.
     #[test]
     fn an_answer_the_manuals_do_not_cover_says_so_on_its_first_line() {
         let mut v: serde_json::Value = serde_json::from_str(&full_en()).unwrap();
@@ -596,7 +596,7 @@ mod tests {
         assert!(e.starts_with("line 3: not JSON"), "{e}");
     }
 
-    // Issue 31: `mosquitto_sub -v -t 'tidewatch/#' | tidewatch show` failed
+    // `mosquitto_sub -v -t 'tidewatch/#' | tidewatch show` once failed
     // every status message with "not a diagnosis (missing field `summary`)".
     #[test]
     fn status_messages_are_one_line_each() {
@@ -664,7 +664,7 @@ mod tests {
         );
     }
 
-    // Issue 31: "payload is 20128 bytes, over the 8192-byte limit (20128 bytes)".
+    // Once: "payload is 20128 bytes, over the 8192-byte limit (20128 bytes)".
     #[test]
     fn a_rejection_says_its_size_once_and_names_the_alarm_when_known() {
         let line = r#"tidewatch/error {"topic":"tidewatch/alarm/ME1","reason":"payload is 20128 bytes, over the 8192-byte limit","bytes":20128,"alarm_id":"a-7","ts":"t"}"#;

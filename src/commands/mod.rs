@@ -235,7 +235,7 @@ fn print_json(out: &mut impl Write, v: &impl serde::Serialize) -> std::io::Resul
 mod tests {
     use super::*;
 
-    // Issue 31: `eval` without --json printed a raw key dump
+    // `eval` without --json printed a raw key dump
     // (`gen_tokens_per_s_p50 82.43366099942428`, `style "Schema"`).
     #[test]
     fn a_report_reads_as_a_table() {
@@ -265,7 +265,7 @@ mod tests {
         }
     }
 
-    // Issue 31: `bench` worked only from the repository root ("cases file
+    // `bench` worked only from the repository root ("cases file
     // knowledge/eval/alarms.jsonl: No such file or directory").
     #[test]
     fn the_eval_set_is_found_beside_the_index_not_in_the_working_directory() {

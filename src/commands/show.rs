@@ -145,7 +145,7 @@ mod tests {
         assert_eq!(String::from_utf8(out).unwrap().matches("== ME1").count(), 2);
     }
 
-    // Issue 31 walkthrough: `mosquitto_pub -m` with a payload written over
+    // `mosquitto_pub -m` with a payload written over
     // three lines arrives from `mosquitto_sub -v` as three lines.
     #[test]
     fn a_topic_line_whose_payload_spans_lines_is_one_record() {

@@ -180,7 +180,7 @@ threads = 2
         );
     }
 
-    // Issue 31: README said host, port, topic_prefix, top_k and threads were
+    // README said host, port, topic_prefix, top_k and threads were
     // needed, and a file without [mqtt] failed with "missing field `mqtt`".
     #[test]
     fn only_state_dir_the_index_and_the_model_are_required() {
@@ -265,7 +265,7 @@ threads = 2
         out
     }
 
-    // Issue 31: deploy/tidewatch.toml is the configuration reference; it must
+    // deploy/tidewatch.toml is the configuration reference; it must
     // name every key the config accepts, with the default the code uses.
     #[test]
     fn the_example_config_names_every_key_with_its_real_default() {

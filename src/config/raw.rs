@@ -269,7 +269,7 @@ fn default_prompt_budget() -> u32 {
     640
 }
 /// Off until measured on the board: on the x86 development machine a batch
-/// of 5 costs 3.9 single steps, so lookup does not pay there (README).
+/// of 5 costs 3.9 single steps, so lookup does not pay there (docs/measurements.md).
 fn default_speculative() -> String {
     "off".into()
 }
@@ -278,8 +278,8 @@ fn default_draft_max() -> u32 {
     DRAFT_MAX
 }
 
-/// The only draft length that did not lose on the stand-in here (README,
-/// "Speculative decoding"); longer drafts cost more than they saved.
+/// The only draft length that did not lose on the stand-in here
+/// (docs/measurements.md, speculative decoding); longer drafts cost more than they saved.
 const DRAFT_MAX: u32 = 4;
 
 fn default_draft_ngram_min() -> u32 {
@@ -308,7 +308,7 @@ fn default_prompt_cache_mib() -> u32 {
 }
 
 /// Chosen: on the eval set with the stand-in model it took fewer model
-/// steps and no fewer expected causes than written (README, "Chosen answers").
+/// steps and no fewer expected causes than written (docs/measurements.md, "Chosen answers, measured").
 fn default_answer() -> String {
     "chosen".into()
 }
@@ -323,8 +323,8 @@ fn default_summary_tokens() -> u32 {
 /// Composed: on 24 eval alarms with the stand-in (2026-12-03), the model's
 /// summary written after the lists named the cause ranked first in 3 and
 /// another cause in 11; the composed one names it in all 24, with 11
-/// model-chosen tokens per alarm instead of 38 and the same lists (README,
-/// "The summary"). "last" beat "first" before that (22 against 16 naming
+/// model-chosen tokens per alarm instead of 38 and the same lists
+/// (docs/design.md, "Chosen answers"). "last" beat "first" before that (22 against 16 naming
 /// an expected cause).
 fn default_summary() -> String {
     "composed".into()

@@ -393,7 +393,7 @@ mod tests {
         }
     }
 
-    /// Issue 29 item 7: the alarm's text is the sender's, and the queue
+    /// The alarm's text is the sender's, and the queue
     /// merges alarms of one equipment and code, so a cause whose words come
     /// only from the alarm would publish what a sensor wrote as the
     /// diagnosis. In `written` mode a cause needs the manuals' words.

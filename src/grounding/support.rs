@@ -70,8 +70,8 @@ fn content_terms(text: &str) -> HashSet<String> {
 /// True if `cause` shares enough content with the passages. The alarm's
 /// message and kind do not count: they are whatever the sender wrote, and the
 /// queue merges alarms of one equipment and code, so a cause built from them
-/// would publish one sensor's words as the diagnosis of another's alarm
-/// (issue 29). The alarm code's own parts do not count either: echoing
+/// would publish one sensor's words as the diagnosis of another's alarm.
+/// The alarm code's own parts do not count either: echoing
 /// "JCW TEMP" back is not a cause.
 pub fn support(cause: &str, passages: &[Hit], alarm: &Alarm) -> bool {
     let parts: HashSet<String> = code_parts(&alarm.code).into_iter().map(stem).collect();

@@ -75,7 +75,7 @@ pub(super) fn verify_draft(
     let tt = Instant::now();
     kv.decode_rows_with_logits(&batch, draft.len() + 1)?;
     // What a verification costs against a single step decides
-    // whether lookup pays on a machine (README, speculative decoding).
+    // whether lookup pays on a machine (docs/design.md, speculative decoding).
     tracing::trace!(
         rows = batch.len(),
         ms = tt.elapsed().as_secs_f64() * 1e3,

@@ -55,7 +55,7 @@ pub struct Divergence {
 /// Largest logit shift still read as batched rounding: llama.cpp's CPU
 /// kernels are not batch-invariant (a 4-row repacked matmul, and flash
 /// attention splitting a single row's cache over the threads once it holds
-/// 512 cells, shift logits by up to ~1.1 against a single-row decode: README);
+/// 512 cells, shift logits by up to ~1.1 against a single-row decode: docs/design.md);
 /// a verification that read the wrong row or history moves them by far more.
 pub const NUMERICS_LOGITS: f32 = 1.5;
 

@@ -37,7 +37,8 @@ use crate::retrieval::{Index, LiveIndex};
 /// leave nothing of the repeated alarm in the slot's context or RAM tier.
 pub const OTHERS: usize = 20;
 
-/// Issue N's targets, checked against the tiers' medians.
+/// The tiers' targets, checked against their medians: what the prompt
+/// cache must save an alarm for the board's A72 to answer in time.
 pub const REPEAT_UNCACHED_MAX: f64 = 60.0;
 pub const REPEAT_TTFT_OVER_COLD_MAX: f64 = 0.3;
 pub const WARM_UNCACHED_MAX: f64 = 80.0;
@@ -276,7 +277,7 @@ pub struct Check {
     pub met: bool,
 }
 
-/// Issue N's targets against the tiers' medians; a figure not measured
+/// The targets against the tiers' medians; a figure not measured
 /// does not meet its target.
 pub fn checks(tiers: &[TierStats]) -> Vec<Check> {
     let p50 = |tier: &str, f: fn(&TierStats) -> Option<Spread>| {
@@ -563,7 +564,7 @@ pub fn table(r: &TiersReport) -> String {
         })
         .collect();
     out.push_str(&aligned(&per_case, "  "));
-    out.push_str("\ntargets (issue N):\n");
+    out.push_str("\ntargets:\n");
     for c in &r.targets {
         let value = c.value.map_or("-".into(), |v| num(v, decimals(&c.figure)));
         out.push_str(&format!(
