@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue O's targets as an engineer meets them: labelled alarms sent to the
+# Coverage as an engineer meets it: labelled alarms sent to the
 # daemon over MQTT with the board-class stand-in, one at a time, each
 # diagnosis read back from the broker and scored.
 #

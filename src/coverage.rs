@@ -93,11 +93,11 @@ pub struct Judgement {
 /// A section's own alarm text holding this share of the message (its
 /// words and Chinese characters, each weighed by how little it names the
 /// equipment, `Terms::weighted`) is about the alarm's fault. Set on the
-/// eval set's tuning part (README, "How it answers") with the ranking rule
-/// below: from 0.58 to 0.6 it keeps 53 of 55 uncovered faults from being
-/// taken for covered and takes 40 of 52 covered ones raised under plant
-/// codes; at 0.55 a DO sensor's drift (溶解氧传感器读数漂移, one of issue
-/// 30's own) passes for the optode's error; at 0.66, 5 covered ones fail.
+/// eval set's tuning part (docs/coverage.md) with the ranking rule below:
+/// from 0.58 to 0.6 it keeps 53 of 55 uncovered faults from being taken
+/// for covered and takes 40 of 52 covered ones raised under plant codes;
+/// at 0.55 a DO sensor's drift (溶解氧传感器读数漂移) passes for the
+/// optode's error; at 0.66, 5 covered ones fail.
 /// An uncovered fault taken for covered is the confident wrong answer
 /// coverage exists to stop.
 pub const COVERED_AT: f32 = 0.6;
@@ -415,7 +415,7 @@ fn found_of_equipment(equipment: Equipment, hits: &[Hit], near: f32) -> bool {
 /// near example is trusted with retrieval only then: `压载泵启动失败` shares
 /// the pump's words with another plant's `2号压载泵压力低`, and retrieval
 /// ranks the pump's pressure section first, but it says neither pressure nor
-/// low (issue 30's own example of an uncovered fault).
+/// low (an uncovered fault).
 fn affirms(code: &str, way: Option<Deviation>, quantity: Option<Quantity>) -> bool {
     let (w, q) = (Deviation::of_code(code), Quantity::of_code(code));
     (w.is_none() && q.is_none()) || (w.is_some() && w == way) || (q.is_some() && q == quantity)
@@ -1392,7 +1392,7 @@ mod tests {
     #[test]
     fn naming_only_the_equipment_or_a_fault_ruled_out_is_not_naming_the_alarm() {
         let en = docs(&["ballast-en"]);
-        // Issue 30's own: the pump that will not start has no section.
+        // A pump that will not start has no section.
         let a = alarm(
             "XA-17",
             "Ballast pump will not start from the console, no running feedback",
@@ -1821,7 +1821,7 @@ mod tests {
 
     #[test]
     fn words_every_alarm_of_the_equipment_holds_weigh_nothing() {
-        // Issue 30's own: a drifting DO sensor has no section. Counted
+        // A drifting DO sensor has no section. Counted
         // alike, its words are 8 of 10 the optode error's (溶解氧, 传感器,
         // 读数); weighed, the equipment's name goes and the drift decides.
         let d = docs(&["dissolved_oxygen-zh"]);
@@ -2147,7 +2147,7 @@ mod tests {
 
     #[test]
     fn a_less_near_example_does_not_cover_what_its_section_code_says_nothing_of() {
-        // Issue 30's own uncovered example: the ballast pump will not start.
+        // An uncovered fault: the ballast pump will not start.
         // Another plant's pump pressure low shares the pump's words, and
         // retrieval ranks the pressure section first; the message says
         // neither pressure nor low.

@@ -1,7 +1,7 @@
 //! The knowledge base on disk: Markdown documents with a small front matter,
 //! chunked at headings into short passages.
 //!
-//! Owns the document format (see knowledge/README.md). Reads files; writes nothing.
+//! Owns the document format (docs/manuals.md). Reads files; writes nothing.
 
 use std::path::{Path, PathBuf};
 
