@@ -18,6 +18,9 @@
 #     rated high, and the same on equipment with a manual;
 #   - covered under plant codes (a code no manual section has) said covered;
 #   - expected cause named: a covered alarm's keyword (`en|中文`) in a cause;
+#   - the fault's own section (its gold section's code) among the sources;
+#   - each alarm's cost on a Cortex-A72, projected from its token counts;
+#   - the same per writer when the cases carry `writer`;
 #   - latency from publish to diagnosis, p50 and max.
 # --answers writes each case's diagnosis, one JSON line per case.
 # --examples sets the daemon's knowledge.examples (default: the source tree's
@@ -158,6 +161,23 @@ for c, d in keyed:
     text = " ".join(p.get("cause", "") for p in d.get("probable_causes", [])).lower()
     if any(alt.strip().lower() in text for k in c["keywords"] for alt in k.split("|") if alt.strip()):
         named += 1
+def own_section(c, d):
+    gold = (c.get("gold") or {}).get("section", "")
+    code = gold.split()[0].upper() if gold else ""
+    return bool(code) and any(
+        (s.get("section") or "").split()[:1] == [code] for s in d.get("sources", []))
+cov = [(c, d) for c, d in rows if c.get("coverage", "covered") == "covered" and c.get("gold")]
+sections = sum(1 for c, d in cov if own_section(c, d))
+# A first occurrence on a Cortex-A72 without dot-product kernels: every
+# prompt token read (not found cached) and fed at 6/s, every chosen one at
+# 3.5/s.
+A72_READ, A72_GEN = 6.0, 3.5
+def a72(d):
+    t = d.get("timings", {})
+    read = t.get("prompt_tokens", 0) - t.get("cached_tokens", 0) + t.get("fed_tokens", 0)
+    return read / A72_READ + t.get("generated_tokens", 0) / A72_GEN
+proj = sorted(a72(d) for c, d in rows)
+writers = sorted({c.get("writer", "") for c, d in rows})
 table = {t: {s: 0 for s in ("covered", "related", "none")} for t in ("covered", "related", "none")}
 for c, d in rows:
     table[c.get("coverage", "covered")][d.get("coverage", "covered")] += 1
@@ -170,6 +190,19 @@ print(f"uncovered said related/none, no cause high: {share(len(unc_ok), len(unc)
       f"(on equipment with a manual {share(len(unc_man_ok), len(unc_man))})")
 print(f"covered under plant codes said covered: {share(len(plant_ok), len(plant))}")
 print(f"expected cause named: {share(named, len(keyed))}")
+print(f"the fault's own section among the sources: {share(sections, len(cov))}")
+if proj:
+    print(f"A72 projection per alarm (read+fed)/{A72_READ:g} + chosen/{A72_GEN:g}: "
+          f"mean {sum(proj) / len(proj):.1f} s, p50 {proj[len(proj) // 2]:.1f} s, max {proj[-1]:.1f} s")
+if len(writers) > 1:
+    for w in writers:
+        mine = [(c, d) for c, d in rows if c.get("writer", "") == w]
+        wc = [(c, d) for c, d in mine if c.get("coverage", "covered") == "covered"]
+        wu = [(c, d) for c, d in mine if c.get("coverage") in ("related", "none")]
+        print(f"  writer {w or '-'}: covered said covered {sum(1 for c, d in wc if d.get('coverage') == 'covered')}/{len(wc)}, "
+              f"own section {sum(1 for c, d in wc if own_section(c, d))}/{len(wc)}, "
+              f"uncovered said related/none, no cause high "
+              f"{sum(1 for x in wu if x in unc_ok)}/{len(wu)}")
 if lat:
     print(f"latency: p50 {lat[len(lat) // 2]:.2f} s, max {lat[-1]:.2f} s")
 if answers:

@@ -41,6 +41,7 @@ fn check_config(cfg: &Config, offline: bool) -> Result<(), CommandError> {
     writeln!(out, "  state_dir {}: writable", cfg.state_dir.display())?;
     let idx = Index::open(&cfg.knowledge.index)?;
     crate::load::check_plant_codes(cfg, &idx)?;
+    crate::load::check_kind_aliases(cfg, &idx)?;
     writeln!(
         out,
         "  index {}: {} documents, {} passages, {} bytes",

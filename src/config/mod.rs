@@ -331,6 +331,27 @@ threads = 2
     }
 
     #[test]
+    fn kind_aliases_are_compared_without_case_and_a_bad_entry_is_named() {
+        let with = |map: &str| MINIMAL.to_string() + "[knowledge.kind_aliases]\n" + map;
+        let c = parse(&with("\" Engine Room 2 \" = \" generator \"\n"), p()).unwrap();
+        assert_eq!(c.knowledge.kind_class("ENGINE ROOM 2"), Some("generator"));
+        assert_eq!(c.knowledge.kind_class("engine room 3"), None);
+        for (map, says) in [
+            ("\"AUX\" = \"\"\n", "a name is empty"),
+            (
+                "\"aux 3\" = \"generator\"\n\"AUX 3\" = \"boiler\"\n",
+                "\"aux 3\" is mapped twice",
+            ),
+        ] {
+            let e = parse(&with(map), p()).unwrap_err().to_string();
+            assert!(
+                e.contains("knowledge.kind_aliases") && e.contains(says),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
     fn example_config_is_valid() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/tidewatch.toml");
         load(&path).unwrap();

@@ -237,6 +237,7 @@ pub async fn run(
             index: shared.pipeline.index.clone(),
             notifier: notifier.clone(),
             plant_codes: cfg.knowledge.plant_codes.clone(),
+            kind_aliases: cfg.knowledge.kind_aliases.clone(),
         },
         reload,
         cancel.clone(),

@@ -26,6 +26,10 @@ pub struct Reloader {
     /// whose manuals lack a mapped code says so (the alarms under it are then
     /// judged by their words).
     pub plant_codes: std::collections::BTreeMap<String, String>,
+    /// `knowledge.kind_aliases`: checked at start against the index; a
+    /// reload whose manuals lack an aliased class says so (the kinds under
+    /// it are then read as the plant wrote them).
+    pub kind_aliases: std::collections::BTreeMap<String, String>,
 }
 
 /// What a reload did.
@@ -76,6 +80,13 @@ pub async fn run(r: Reloader, trigger: Arc<Notify>, cancel: CancellationToken) {
                 let index = r.index.current();
                 for (plant, manual) in r.plant_codes.iter().filter(|(_, m)| !index.has_code(m)) {
                     tracing::warn!(plant = %plant, manual = %manual, "config key knowledge.plant_codes: {plant} = {manual}: the reloaded manuals have no such code; alarms under {plant} are judged by their words until it is mapped again");
+                }
+                for (kind, class) in r
+                    .kind_aliases
+                    .iter()
+                    .filter(|(_, c)| index.docs_of_class(c).is_empty())
+                {
+                    tracing::warn!(kind = %kind, class = %class, "config key knowledge.kind_aliases: {kind:?} = {class}: the reloaded manuals have no such class; alarms of kind {kind:?} are read as the plant wrote them until it is mapped again");
                 }
                 r.notifier
                     .status(&format!("index reloaded: {passages} passages from {shown}"));
