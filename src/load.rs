@@ -3,6 +3,7 @@
 //! every command that runs the model, so what `eval` and `bench` measure is
 //! what `run` starts.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -155,27 +156,42 @@ pub async fn start_slots(
     Ok(slots)
 }
 
-/// The example alarms coverage judges by: `knowledge.examples`, else the
-/// eval set where `eval` finds it (beside the index, installed, or the
-/// source tree's). Without either, coverage judges by words and ranking
-/// alone, and says so once.
+/// Where the example alarms coverage judges by are: `knowledge.examples`
+/// (configured), else the shipped file found beside the index, installed,
+/// or in the source tree (`cases::examples_candidates`), never the eval set.
+/// None when not configured and none is found.
+pub fn examples_file(cfg: &Config) -> Option<(PathBuf, Found)> {
+    if let Some(p) = &cfg.knowledge.examples {
+        return Some((p.clone(), Found::Configured));
+    }
+    crate::cases::examples_candidates(Some(&cfg.knowledge.index))
+        .into_iter()
+        .find(|p| p.is_file())
+        .map(|p| (p, Found::Shipped))
+}
+
+/// How `examples_file` came by its file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// `knowledge.examples` names it: the operator asked for this file.
+    Configured,
+    /// Found by itself where the package ships it: nobody asked for it.
+    Shipped,
+}
+
+/// The example alarms coverage judges by (`examples_file`). Without any,
+/// coverage judges by words and ranking alone, and says so once. A file
+/// that cannot be read stops the start.
 pub fn examples(cfg: &Config) -> Result<Option<Arc<Examples>>, LoadError> {
-    let path = match &cfg.knowledge.examples {
-        Some(p) => p.clone(),
-        None => {
-            let tried = crate::coverage::examples::eval_set_candidates(Some(&cfg.knowledge.index));
-            match tried.iter().find(|p| p.is_file()) {
-                Some(p) => p.clone(),
-                None => {
-                    tracing::warn!(
-                        tried = %tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
-                        "no example alarms (knowledge.examples, or the eval set): coverage judges by the manuals' words and retrieval's ranking alone"
-                    );
-                    return Ok(None);
-                }
-            }
-        }
+    let Some((path, found)) = examples_file(cfg) else {
+        let tried = crate::cases::examples_candidates(Some(&cfg.knowledge.index));
+        tracing::warn!(
+            tried = %tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+            "no example alarms (knowledge.examples, or the shipped examples/alarms.jsonl): coverage judges by the manuals' words and retrieval's ranking alone"
+        );
+        return Ok(None);
     };
+    let _ = found;
     let examples = Examples::load(&path).map_err(LoadError::Examples)?;
     tracing::info!(path = %path.display(), examples = examples.len(), "example alarms for coverage");
     Ok(Some(Arc::new(examples)))
@@ -192,7 +208,6 @@ pub async fn pipeline(cfg: Config, warm: bool) -> Result<(Pipeline, Vec<Slot>), 
         cfg: Arc::new(cfg),
         counters,
         examples,
-        own_set_out: false,
     };
     Ok((pipeline, slots))
 }
@@ -210,8 +225,14 @@ mod tests {
     use super::*;
 
     fn config(examples: Option<&std::path::Path>) -> Config {
-        let mut text = String::from(
-            "state_dir = \"/tmp/tw\"\n[knowledge]\nindex = \"/nonexistent/k.twx\"\n[llm]\nmodel = \"m.gguf\"\n",
+        config_in(std::path::Path::new("/nonexistent"), examples)
+    }
+
+    /// A config whose index is `dir/k.twx`.
+    fn config_in(dir: &std::path::Path, examples: Option<&std::path::Path>) -> Config {
+        let mut text = format!(
+            "state_dir = \"/tmp/tw\"\n[knowledge]\nindex = {:?}\n[llm]\nmodel = \"m.gguf\"\n",
+            dir.join("k.twx").display().to_string()
         );
         if let Some(e) = examples {
             text = text.replace(
@@ -237,15 +258,68 @@ mod tests {
         std::fs::write(&bad, "{\"case\": \"plant-1\"}\n").unwrap();
         let text = examples(&config(Some(&bad))).unwrap_err().to_string();
         assert!(
-            text.contains("knowledge.examples") && text.contains("line 1"),
+            text.contains("knowledge.examples")
+                && text.contains(&bad.display().to_string())
+                && text.contains("line 1"),
             "{text}"
         );
         let good = dir.path().join("good.jsonl");
         std::fs::write(
             &good,
-            "{\"case\": \"plant-101\", \"alarm\": {\"kind\": \"purifier\", \"message\": \"bowl did not open\"}, \"gold\": {\"section\": \"PUR-DISCH-FAIL causes\"}}\n",
+            "{\"case\": \"plant-101\", \"class\": \"purifier\", \"alarm\": {\"id\": \"plant-101\", \"ts\": \"2026-12-01T00:00:00Z\", \"equipment\": \"SEP1\", \"code\": \"XA-1\", \"severity\": \"major\", \"kind\": \"purifier\", \"message\": \"bowl did not open\"}, \"gold\": {\"doc\": \"purifier-en\", \"section\": \"PUR-DISCH-FAIL causes\"}}\n",
         )
         .unwrap();
         assert_eq!(examples(&config(Some(&good))).unwrap().unwrap().len(), 1);
+    }
+
+    /// The daemon's own search never reaches the eval set, wherever the
+    /// index is: the test set is not the classifier's training data.
+    #[test]
+    fn the_daemon_never_looks_for_examples_in_the_eval_set() {
+        for index in ["/nonexistent/k.twx", "/usr/share/tidewatch/knowledge.twx"] {
+            let cfg = config_in(std::path::Path::new(index).parent().unwrap(), None);
+            let tried = crate::cases::examples_candidates(Some(&cfg.knowledge.index));
+            assert!(!tried.is_empty());
+            for p in &tried {
+                let p = p.display().to_string();
+                assert!(!p.contains("eval"), "{p}");
+            }
+            let eval = crate::cases::eval_set_candidates(Some(&cfg.knowledge.index));
+            assert!(tried.iter().all(|p| !eval.contains(p)));
+        }
+    }
+
+    /// The package ships the examples, and no eval file.
+    #[test]
+    fn the_package_ships_the_examples_and_no_eval_set() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let toml: toml::Value =
+            toml::from_str(&std::fs::read_to_string(root.join("Cargo.toml")).unwrap()).unwrap();
+        let assets = toml["package"]["metadata"]["deb"]["assets"]
+            .as_array()
+            .unwrap();
+        let pairs: Vec<(&str, &str)> = assets
+            .iter()
+            .map(|a| (a[0].as_str().unwrap(), a[1].as_str().unwrap()))
+            .collect();
+        assert!(
+            pairs.contains(&(
+                "knowledge/examples/alarms.jsonl",
+                "usr/share/tidewatch/examples/alarms.jsonl"
+            )),
+            "{pairs:?}"
+        );
+        for (from, to) in &pairs {
+            assert!(
+                !from.contains("eval") && !to.contains("eval"),
+                "{from} -> {to}"
+            );
+        }
+        let install = std::fs::read_to_string(root.join("deploy/install.sh")).unwrap();
+        assert!(
+            install.contains("knowledge/examples/alarms.jsonl")
+                && !install.contains("eval/alarms.jsonl"),
+            "deploy/install.sh ships the examples and no eval set"
+        );
     }
 }

@@ -61,8 +61,8 @@ pub struct KnowledgeConfig {
     /// alarm raised under a mapped code is judged and retrieved as if raised
     /// under its manual code (`pipeline`), and published under its own.
     pub plant_codes: std::collections::BTreeMap<String, String>,
-    /// Example alarms for coverage (`coverage::examples`); None: the eval
-    /// set where `eval` finds it (`load::examples`).
+    /// Example alarms for coverage (`coverage::examples`); None: the
+    /// shipped examples where the daemon finds them (`load::examples`).
     pub examples: Option<PathBuf>,
 }
 

@@ -634,7 +634,6 @@ impl Rig {
             cfg: Arc::new(cfg),
             counters,
             examples: None,
-            own_set_out: false,
         };
         Ok((p, slot))
     }
