@@ -180,8 +180,11 @@ pub enum Found {
 }
 
 /// The example alarms coverage judges by (`examples_file`). Without any,
-/// coverage judges by words and ranking alone, and says so once. A file
-/// that cannot be read stops the start.
+/// coverage judges by words and ranking alone, and says so once. A
+/// configured file that cannot be read stops the start (a restart cannot
+/// fix it, and the operator asked for it); a file found by itself that
+/// cannot be read only warns: nobody set a key that could be named, and
+/// the daemon answers as well without it as with none installed.
 pub fn examples(cfg: &Config) -> Result<Option<Arc<Examples>>, LoadError> {
     let Some((path, found)) = examples_file(cfg) else {
         let tried = crate::cases::examples_candidates(Some(&cfg.knowledge.index));
@@ -191,8 +194,17 @@ pub fn examples(cfg: &Config) -> Result<Option<Arc<Examples>>, LoadError> {
         );
         return Ok(None);
     };
-    let _ = found;
-    let examples = Examples::load(&path).map_err(LoadError::Examples)?;
+    let examples = match (Examples::load(&path), found) {
+        (Ok(e), _) => e,
+        (Err(e), Found::Configured) => return Err(LoadError::Examples(e)),
+        (Err(e), Found::Shipped) => {
+            tracing::warn!(
+                path = %path.display(),
+                "{e}: coverage judges by the manuals' words and retrieval's ranking alone (knowledge.examples names a file to use instead)"
+            );
+            return Ok(None);
+        }
+    };
     tracing::info!(path = %path.display(), examples = examples.len(), "example alarms for coverage");
     Ok(Some(Arc::new(examples)))
 }
@@ -270,6 +282,36 @@ mod tests {
         )
         .unwrap();
         assert_eq!(examples(&config(Some(&good))).unwrap().unwrap().len(), 1);
+    }
+
+    // Issue T item 4: with knowledge.examples unset, a bad file the daemon
+    // found by itself exited 78 after the model had loaded, naming a key
+    // the operator never set, and RestartPreventExitStatus kept it down.
+    #[test]
+    fn a_bad_examples_file_found_by_itself_warns_and_runs_without_examples() {
+        let dir = tempfile::tempdir().unwrap();
+        let beside = dir.path().join("examples/alarms.jsonl");
+        std::fs::create_dir_all(beside.parent().unwrap()).unwrap();
+        std::fs::write(&beside, "{\"case\": \"plant-1\"}\n").unwrap();
+        let cfg = config_in(dir.path(), None);
+        assert_eq!(examples_file(&cfg), Some((beside.clone(), Found::Shipped)));
+        assert!(examples(&cfg).unwrap().is_none());
+        // A read error alike: a directory where the file should be.
+        std::fs::remove_file(&beside).unwrap();
+        std::fs::create_dir(&beside).unwrap();
+        assert!(examples(&config_in(dir.path(), None)).unwrap().is_none());
+        // The same file configured stops the start, naming key, path and line.
+        std::fs::remove_dir(&beside).unwrap();
+        std::fs::write(&beside, "{\"case\": \"plant-1\"}\n").unwrap();
+        let e = examples(&config_in(dir.path(), Some(&beside))).unwrap_err();
+        assert!(e.is_config());
+        let text = e.to_string();
+        assert!(
+            text.contains("config key knowledge.examples")
+                && text.contains(&beside.display().to_string())
+                && text.contains("line 1"),
+            "{text}"
+        );
     }
 
     /// The daemon's own search never reaches the eval set, wherever the
