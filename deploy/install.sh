@@ -212,18 +212,20 @@ fi
 index_changed=$changed
 changed=$other_changed
 
-# The eval set, where the .deb puts it: `tidewatch eval` on the board finds it
-# beside the index. Nothing running reads it, so it restarts nothing.
-eval_set=$repo/knowledge/eval/alarms.jsonl
-if [ -n "$knowledge" ] && [ -f "$knowledge/eval/alarms.jsonl" ]; then
-    eval_set=$knowledge/eval/alarms.jsonl
+# The example alarms coverage judges by, where the .deb puts them: the daemon
+# finds them beside the index. It reads them at start, so a change restarts
+# it. The eval set is not shipped: the test set is never the daemon's
+# training data.
+examples=$repo/knowledge/examples/alarms.jsonl
+if [ -n "$knowledge" ] && [ -f "$knowledge/examples/alarms.jsonl" ]; then
+    examples=$knowledge/examples/alarms.jsonl
 fi
-if [ -f "$eval_set" ]; then
-    install -d -m 0755 "$SHARE_DIR/eval"
-    keep=$changed
-    install_if_changed "$eval_set" "$SHARE_DIR/eval/alarms.jsonl" 0644
-    changed=$keep
+if [ -f "$examples" ]; then
+    install -d -m 0755 "$SHARE_DIR/examples"
+    install_if_changed "$examples" "$SHARE_DIR/examples/alarms.jsonl" 0644
 fi
+# An eval set an older install put here is no longer the package's.
+rm -rf "$SHARE_DIR/eval"
 
 # install_model SRC: SRC as $MODEL_DIR/NAME, tidewatch:tidewatch 0640; exits 10
 # when it copied it (as a subshell). $MODEL_DIR is the daemon's user's: it can

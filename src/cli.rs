@@ -79,6 +79,9 @@ pub enum Command {
     },
     /// Measure accuracy on labeled alarms (knowledge/eval/alarms.jsonl)
     ///
+    /// Every figure is also reported per writer and per kind style of the cases, each split
+    /// tuning / held out.
+    ///
     /// With --retrieval: retrieval only (hit@1, hit@3, misses per class), needs --index.
     /// Otherwise: the whole pipeline with the config's model (JSON validity, cause-keyword
     /// hit rate, degraded rate, TTFT and latency distribution), needs --config.
@@ -127,7 +130,7 @@ pub struct EvalArgs {
     #[arg(long, short)]
     pub config: Option<PathBuf>,
     /// Labeled alarms, one JSON object per line [default: eval/alarms.jsonl
-    /// beside the index, then the installed or source tree's eval set]
+    /// beside the index, then the source tree's eval set]
     #[arg(long, value_name = "FILE")]
     pub cases: Option<PathBuf>,
     /// Retrieval only: no model
@@ -140,11 +143,11 @@ pub struct EvalArgs {
     /// Index for --retrieval (default: the config's knowledge.index)
     #[arg(long, short)]
     pub index: Option<PathBuf>,
-    /// Example alarms (the eval set's format) that coverage also judges by,
-    /// as the daemon does; each case's own set (the digits of its id, as
-    /// `plant-2304` is set 23) is left out of them [default for --retrieval:
-    /// the eval set where --cases is looked for; with a config, its
-    /// knowledge.examples]
+    /// Example alarms (the cases' format) that coverage also judges by, as
+    /// the daemon does; a case they hold is judged without its own set (the
+    /// digits of its id, as `plant-2304` is set 23) [default: the config's
+    /// knowledge.examples, else the shipped examples/alarms.jsonl where the
+    /// daemon finds it; never the eval set]
     #[arg(long, value_name = "FILE")]
     pub examples: Option<PathBuf>,
     /// Judge coverage by the manuals' words and retrieval's ranking alone,

@@ -152,12 +152,10 @@ pub fn judge_with(
     judge_like(alarm, hits, equipment, sections, None)
 }
 
-/// Example alarms to judge by, and the eval set's set whose own alarms are
-/// left out of them (`examples::set_of`).
+/// Example alarms to judge by.
 #[derive(Clone, Copy)]
 pub struct Likeness<'a> {
     pub examples: &'a Examples,
-    pub except: Option<&'a str>,
 }
 
 /// `judge_with`, and when neither words nor ranking cover the alarm, its
@@ -271,7 +269,7 @@ pub fn judge_like_in(
                 return false;
             }
             like.examples
-                .nearest_any(classes, message, like.except, None)
+                .nearest_any(classes, message, None)
                 .is_some_and(|n| {
                     n.uncovered >= examples::UNLIKE_AT
                         && n.uncovered - n.similarity >= examples::UNLIKE_LEAD
@@ -335,7 +333,7 @@ pub fn judge_like_in(
                 let found = |code: &str| hits.iter().any(|h| mine(h) && section_code(h) == code);
                 let near = like
                     .examples
-                    .nearest_beside(classes, message, like.except, first)
+                    .nearest_beside(classes, message, first)
                     .filter(|n| {
                         let agreed = first == Some(n.section.as_str());
                         let ranked = || {
@@ -1874,7 +1872,7 @@ mod tests {
         let row = |set: &str, message: &str, section: Option<&str>| {
             example(set, "shafting_stern_tube", message, section)
         };
-        let ex = Examples::of(vec![
+        let rows = vec![
             row(
                 "10",
                 "Intermediate shaft bearing No.2 temperature high",
@@ -1891,11 +1889,9 @@ mod tests {
                 "aft stern tube white metal bearing running hot",
                 Some("SFT-STB-TEMP-HI"),
             ),
-        ]);
-        let like = Some(Likeness {
-            examples: &ex,
-            except: None,
-        });
+        ];
+        let ex = Examples::of(rows.clone());
+        let like = Some(Likeness { examples: &ex });
         let mut a = alarm("SH-411", "INTERMEDIATE SHAFT BRG No.3 TEMP HIGH");
         a.kind = Some("shafting_stern_tube".into());
         let judged =
@@ -1921,31 +1917,24 @@ mod tests {
         let j = judged(&b, like);
         assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
         assert!(j.section.unwrap().contains("SFT-STB-TEMP-HI"));
-        // A case is never its own example: with set 12 left out, the one
-        // example in this alarm's very words is not read; set 10's wording
-        // of the same fault, less near, still speaks against the words.
+        // Without the one example in this alarm's very words (as the eval
+        // judges a case, its own set left out), example 10's wording of the
+        // same fault, less near, still speaks against the words.
         let message = a.message.as_deref().unwrap();
         let all = ex
-            .nearest_any(&["shafting_stern_tube".into()], message, None, None)
+            .nearest_any(&["shafting_stern_tube".into()], message, None)
             .unwrap();
-        let left_out = ex
-            .nearest_any(&["shafting_stern_tube".into()], message, Some("12"), None)
+        let without_12 = Examples::of(rows.iter().filter(|r| r.0 != "12").cloned().collect());
+        let left_out = without_12
+            .nearest_any(&["shafting_stern_tube".into()], message, None)
             .unwrap();
         assert!(left_out.uncovered < all.uncovered, "{left_out:?} {all:?}");
         let own = Some(Likeness {
-            examples: &ex,
-            except: Some("12"),
+            examples: &without_12,
         });
         assert_eq!(judged(&a, own).coverage, Coverage::Related);
-        let only_12 = Examples::of(vec![row(
-            "12",
-            "INTERMEDIATE SHAFT BRG No.1 TEMP HIGH",
-            None,
-        )]);
-        let own = Some(Likeness {
-            examples: &only_12,
-            except: Some("12"),
-        });
+        let none = Examples::of(Vec::new());
+        let own = Some(Likeness { examples: &none });
         assert_eq!(judged(&a, own).coverage, Coverage::Covered);
     }
 
@@ -2008,7 +1997,7 @@ mod tests {
         );
         a.kind = Some("purifier".into());
         let n = ex
-            .nearest(&["purifier".into()], a.message.as_deref().unwrap(), None)
+            .nearest(&["purifier".into()], a.message.as_deref().unwrap())
             .unwrap();
         (ex, a, n)
     }
@@ -2020,10 +2009,7 @@ mod tests {
         // first: two witnesses that read different things agree.
         let (sections, d) = purifier();
         let (ex, a, n) = sludge_discharge(&["purifier motor overload trip"]);
-        let like = Some(Likeness {
-            examples: &ex,
-            except: None,
-        });
+        let like = Some(Likeness { examples: &ex });
         assert!(
             n.similarity >= examples::AGREED_AT && n.similarity < examples::NEAR_AT,
             "the example must be less near than NEAR_AT for this test: {n:?}"
@@ -2054,10 +2040,7 @@ mod tests {
         let swapped: Vec<Hit> = sections.iter().rev().cloned().collect();
         let (ex, a, n) = sludge_discharge(&["purifier motor overload trip"]);
         assert_near_enough_for_another_own_section(&n);
-        let like = Some(Likeness {
-            examples: &ex,
-            except: None,
-        });
+        let like = Some(Likeness { examples: &ex });
         let j = judge_like(&a, &swapped, Equipment::Known(&d), &sections, like);
         assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
         assert!(j.section.unwrap().contains("PUR-DISCH-FAIL"));
@@ -2069,17 +2052,14 @@ mod tests {
         );
         let message = a.message.as_deref().unwrap();
         let oil = ex
-            .nearest_beside(&["purifier".into()], message, None, Some("PUR-OIL-LOSS"))
+            .nearest_beside(&["purifier".into()], message, Some("PUR-OIL-LOSS"))
             .unwrap()
             .rival;
         assert!(
             n.section == "PUR-DISCH-FAIL" && n.similarity - oil < examples::OVER_FIRST_AT,
             "the oil loss's wording must be less near, but less than OVER_FIRST_AT: {n:?} {oil}"
         );
-        let like = Some(Likeness {
-            examples: &ex,
-            except: None,
-        });
+        let like = Some(Likeness { examples: &ex });
         let j = judge_like(&a, &swapped, Equipment::Known(&d), &sections, like);
         assert_eq!(j.coverage, Coverage::Related, "{j:?}");
     }
@@ -2100,10 +2080,7 @@ mod tests {
                 "1) Check the operating water solenoid valve and its supply pressure.",
             )
         };
-        let like = Some(Likeness {
-            examples: &ex,
-            except: None,
-        });
+        let like = Some(Likeness { examples: &ex });
         let j = judge_like(
             &a,
             std::slice::from_ref(&checks),
@@ -2129,10 +2106,7 @@ mod tests {
         // speak (less than LEAD_AT ahead); agreeing with retrieval, it does.
         let (sections, d) = purifier();
         let (ex, a, n) = sludge_discharge(&["sludge pump stopped", "purifier motor overload trip"]);
-        let like = Some(Likeness {
-            examples: &ex,
-            except: None,
-        });
+        let like = Some(Likeness { examples: &ex });
         assert!(
             n.similarity >= examples::AGREED_AT
                 && n.similarity < examples::NEAR_AT
@@ -2165,15 +2139,10 @@ mod tests {
             ),
             example("11", "ballast", "紫外灯强度低", None),
         ]);
-        let like = Some(Likeness {
-            examples: &ex,
-            except: None,
-        });
+        let like = Some(Likeness { examples: &ex });
         let mut a = alarm("AL-5102", "压载泵启动失败");
         a.kind = Some("ballast".into());
-        let n = ex
-            .nearest(&["ballast".into()], "压载泵启动失败", None)
-            .unwrap();
+        let n = ex.nearest(&["ballast".into()], "压载泵启动失败").unwrap();
         assert!(
             n.similarity >= examples::AGREED_AT
                 && n.similarity < examples::NEAR_AT
@@ -2219,17 +2188,13 @@ mod tests {
             ),
             row("12", "main bearing oil pressure low", Some("ME-LO-PRES-LO")),
         ]);
-        let like = Some(Likeness {
-            examples: &ex,
-            except: None,
-        });
+        let like = Some(Likeness { examples: &ex });
         let mut a = alarm("TAH-118", "LO temp high, T/C outlet side");
         a.kind = Some("main_engine_lube_oil".into());
         let n = ex
             .nearest_any(
                 &["main_engine_lube_oil".into()],
                 a.message.as_deref().unwrap(),
-                None,
                 None,
             )
             .unwrap();

@@ -41,12 +41,17 @@
 //!    `daemon::systemd` reports readiness, status and liveness throughout;
 //!    `daemon::reload` swaps in a rebuilt index on SIGHUP, between jobs.
 //!
+//! `cases` reads labelled alarms, the one format of the example alarms
+//! coverage judges by (`knowledge/examples`) and of the eval set
+//! (`knowledge/eval`), which only `measure` reads.
+//!
 //! **The measurements**: `measure::eval` (accuracy on labeled alarms),
 //! `measure::speculation` (generation speed with lookup decoding),
 //! `measure::tiers` (what the prompt cache's tiers and `warm` save an
 //! alarm), `measure::bench` (speed and memory per model configuration).
 
 pub mod alarm;
+pub(crate) mod cases;
 pub mod cli;
 pub mod commands;
 pub mod config;

@@ -3,6 +3,7 @@
 //! every command that runs the model, so what `eval` and `bench` measure is
 //! what `run` starts.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -181,28 +182,55 @@ pub async fn start_slots(
     Ok(slots)
 }
 
-/// The example alarms coverage judges by: `knowledge.examples`, else the
-/// eval set where `eval` finds it (beside the index, installed, or the
-/// source tree's). Without either, coverage judges by words and ranking
-/// alone, and says so once.
+/// Where the example alarms coverage judges by are: `knowledge.examples`
+/// (configured), else the shipped file found beside the index, installed,
+/// or in the source tree (`cases::examples_candidates`), never the eval set.
+/// None when not configured and none is found.
+pub fn examples_file(cfg: &Config) -> Option<(PathBuf, Found)> {
+    if let Some(p) = &cfg.knowledge.examples {
+        return Some((p.clone(), Found::Configured));
+    }
+    crate::cases::examples_candidates(Some(&cfg.knowledge.index))
+        .into_iter()
+        .find(|p| p.is_file())
+        .map(|p| (p, Found::Shipped))
+}
+
+/// How `examples_file` came by its file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// `knowledge.examples` names it: the operator asked for this file.
+    Configured,
+    /// Found by itself where the package ships it: nobody asked for it.
+    Shipped,
+}
+
+/// The example alarms coverage judges by (`examples_file`). Without any,
+/// coverage judges by words and ranking alone, and says so once. A
+/// configured file that cannot be read stops the start (a restart cannot
+/// fix it, and the operator asked for it); a file found by itself that
+/// cannot be read only warns: nobody set a key that could be named, and
+/// the daemon answers as well without it as with none installed.
 pub fn examples(cfg: &Config) -> Result<Option<Arc<Examples>>, LoadError> {
-    let path = match &cfg.knowledge.examples {
-        Some(p) => p.clone(),
-        None => {
-            let tried = crate::coverage::examples::eval_set_candidates(Some(&cfg.knowledge.index));
-            match tried.iter().find(|p| p.is_file()) {
-                Some(p) => p.clone(),
-                None => {
-                    tracing::warn!(
-                        tried = %tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
-                        "no example alarms (knowledge.examples, or the eval set): coverage judges by the manuals' words and retrieval's ranking alone"
-                    );
-                    return Ok(None);
-                }
-            }
+    let Some((path, found)) = examples_file(cfg) else {
+        let tried = crate::cases::examples_candidates(Some(&cfg.knowledge.index));
+        tracing::warn!(
+            tried = %tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+            "no example alarms (knowledge.examples, or the shipped examples/alarms.jsonl): coverage judges by the manuals' words and retrieval's ranking alone"
+        );
+        return Ok(None);
+    };
+    let examples = match (Examples::load(&path), found) {
+        (Ok(e), _) => e,
+        (Err(e), Found::Configured) => return Err(LoadError::Examples(e)),
+        (Err(e), Found::Shipped) => {
+            tracing::warn!(
+                path = %path.display(),
+                "{e}: coverage judges by the manuals' words and retrieval's ranking alone (knowledge.examples names a file to use instead)"
+            );
+            return Ok(None);
         }
     };
-    let examples = Examples::load(&path).map_err(LoadError::Examples)?;
     tracing::info!(path = %path.display(), examples = examples.len(), "example alarms for coverage");
     Ok(Some(Arc::new(examples)))
 }
@@ -218,7 +246,6 @@ pub async fn pipeline(cfg: Config, warm: bool) -> Result<(Pipeline, Vec<Slot>), 
         cfg: Arc::new(cfg),
         counters,
         examples,
-        own_set_out: false,
     };
     Ok((pipeline, slots))
 }
@@ -236,8 +263,14 @@ mod tests {
     use super::*;
 
     fn config(examples: Option<&std::path::Path>) -> Config {
-        let mut text = String::from(
-            "state_dir = \"/tmp/tw\"\n[knowledge]\nindex = \"/nonexistent/k.twx\"\n[llm]\nmodel = \"m.gguf\"\n",
+        config_in(std::path::Path::new("/nonexistent"), examples)
+    }
+
+    /// A config whose index is `dir/k.twx`.
+    fn config_in(dir: &std::path::Path, examples: Option<&std::path::Path>) -> Config {
+        let mut text = format!(
+            "state_dir = \"/tmp/tw\"\n[knowledge]\nindex = {:?}\n[llm]\nmodel = \"m.gguf\"\n",
+            dir.join("k.twx").display().to_string()
         );
         if let Some(e) = examples {
             text = text.replace(
@@ -263,15 +296,98 @@ mod tests {
         std::fs::write(&bad, "{\"case\": \"plant-1\"}\n").unwrap();
         let text = examples(&config(Some(&bad))).unwrap_err().to_string();
         assert!(
-            text.contains("knowledge.examples") && text.contains("line 1"),
+            text.contains("knowledge.examples")
+                && text.contains(&bad.display().to_string())
+                && text.contains("line 1"),
             "{text}"
         );
         let good = dir.path().join("good.jsonl");
         std::fs::write(
             &good,
-            "{\"case\": \"plant-101\", \"alarm\": {\"kind\": \"purifier\", \"message\": \"bowl did not open\"}, \"gold\": {\"section\": \"PUR-DISCH-FAIL causes\"}}\n",
+            "{\"case\": \"plant-101\", \"class\": \"purifier\", \"alarm\": {\"id\": \"plant-101\", \"ts\": \"2026-12-01T00:00:00Z\", \"equipment\": \"SEP1\", \"code\": \"XA-1\", \"severity\": \"major\", \"kind\": \"purifier\", \"message\": \"bowl did not open\"}, \"gold\": {\"doc\": \"purifier-en\", \"section\": \"PUR-DISCH-FAIL causes\"}}\n",
         )
         .unwrap();
         assert_eq!(examples(&config(Some(&good))).unwrap().unwrap().len(), 1);
+    }
+
+    // Issue T item 4: with knowledge.examples unset, a bad file the daemon
+    // found by itself exited 78 after the model had loaded, naming a key
+    // the operator never set, and RestartPreventExitStatus kept it down.
+    #[test]
+    fn a_bad_examples_file_found_by_itself_warns_and_runs_without_examples() {
+        let dir = tempfile::tempdir().unwrap();
+        let beside = dir.path().join("examples/alarms.jsonl");
+        std::fs::create_dir_all(beside.parent().unwrap()).unwrap();
+        std::fs::write(&beside, "{\"case\": \"plant-1\"}\n").unwrap();
+        let cfg = config_in(dir.path(), None);
+        assert_eq!(examples_file(&cfg), Some((beside.clone(), Found::Shipped)));
+        assert!(examples(&cfg).unwrap().is_none());
+        // A read error alike: a directory where the file should be.
+        std::fs::remove_file(&beside).unwrap();
+        std::fs::create_dir(&beside).unwrap();
+        assert!(examples(&config_in(dir.path(), None)).unwrap().is_none());
+        // The same file configured stops the start, naming key, path and line.
+        std::fs::remove_dir(&beside).unwrap();
+        std::fs::write(&beside, "{\"case\": \"plant-1\"}\n").unwrap();
+        let e = examples(&config_in(dir.path(), Some(&beside))).unwrap_err();
+        assert!(e.is_config());
+        let text = e.to_string();
+        assert!(
+            text.contains("config key knowledge.examples")
+                && text.contains(&beside.display().to_string())
+                && text.contains("line 1"),
+            "{text}"
+        );
+    }
+
+    /// The daemon's own search never reaches the eval set, wherever the
+    /// index is: the test set is not the classifier's training data.
+    #[test]
+    fn the_daemon_never_looks_for_examples_in_the_eval_set() {
+        for index in ["/nonexistent/k.twx", "/usr/share/tidewatch/knowledge.twx"] {
+            let cfg = config_in(std::path::Path::new(index).parent().unwrap(), None);
+            let tried = crate::cases::examples_candidates(Some(&cfg.knowledge.index));
+            assert!(!tried.is_empty());
+            for p in &tried {
+                let p = p.display().to_string();
+                assert!(!p.contains("eval"), "{p}");
+            }
+            let eval = crate::cases::eval_set_candidates(Some(&cfg.knowledge.index));
+            assert!(tried.iter().all(|p| !eval.contains(p)));
+        }
+    }
+
+    /// The package ships the examples, and no eval file.
+    #[test]
+    fn the_package_ships_the_examples_and_no_eval_set() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let toml: toml::Value =
+            toml::from_str(&std::fs::read_to_string(root.join("Cargo.toml")).unwrap()).unwrap();
+        let assets = toml["package"]["metadata"]["deb"]["assets"]
+            .as_array()
+            .unwrap();
+        let pairs: Vec<(&str, &str)> = assets
+            .iter()
+            .map(|a| (a[0].as_str().unwrap(), a[1].as_str().unwrap()))
+            .collect();
+        assert!(
+            pairs.contains(&(
+                "knowledge/examples/alarms.jsonl",
+                "usr/share/tidewatch/examples/alarms.jsonl"
+            )),
+            "{pairs:?}"
+        );
+        for (from, to) in &pairs {
+            assert!(
+                !from.contains("eval") && !to.contains("eval"),
+                "{from} -> {to}"
+            );
+        }
+        let install = std::fs::read_to_string(root.join("deploy/install.sh")).unwrap();
+        assert!(
+            install.contains("knowledge/examples/alarms.jsonl")
+                && !install.contains("eval/alarms.jsonl"),
+            "deploy/install.sh ships the examples and no eval set"
+        );
     }
 }

@@ -84,10 +84,6 @@ pub struct Pipeline {
     pub counters: Arc<Counters>,
     /// Labelled example alarms coverage also judges by (`load::examples`).
     pub examples: Option<Arc<crate::coverage::Examples>>,
-    /// Judge each eval case without the examples of its own set
-    /// (`coverage::examples::set_of` of its id): `eval` only, so that a
-    /// case is never its own example.
-    pub own_set_out: bool,
 }
 
 /// A diagnosis with what produced it.
@@ -169,13 +165,10 @@ impl Pipeline {
     /// Coverage of `alarm` (its `lookup`), judged on `hits` from `index`
     /// and by the example alarms.
     fn judge(&self, index: &Index, alarm: &Alarm, hits: &[Hit]) -> coverage::Judgement {
-        let set = self
-            .own_set_out
-            .then(|| coverage::examples::set_of(&alarm.id));
-        let like = self.examples.as_deref().map(|examples| coverage::Likeness {
-            examples,
-            except: set.as_deref(),
-        });
+        let like = self
+            .examples
+            .as_deref()
+            .map(|examples| coverage::Likeness { examples });
         coverage::judge_in_like(index, alarm, hits, like)
     }
 

@@ -120,7 +120,17 @@ fn second_sentence(text: &str) -> Option<&str> {
 #[test]
 fn every_published_cause_and_action_of_a_chosen_answer_is_a_manual_item() {
     let _serial = common::serial();
-    let cases = std::fs::read_to_string(repo().join("knowledge/eval/alarms.jsonl")).unwrap();
+    // The curated cases of the eval set, then the shipped examples: the
+    // order the single eval set had before the two were split, so the same
+    // 53 alarms run.
+    let curated = std::fs::read_to_string(repo().join("knowledge/eval/alarms.jsonl"))
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("\"writer\": \"curated\""))
+        .map(|l| format!("{l}\n"))
+        .collect::<String>();
+    let cases =
+        curated + &std::fs::read_to_string(repo().join("knowledge/examples/alarms.jsonl")).unwrap();
     // Every 6th case a section covers (the others are answered related, or
     // at once without the model): both languages, ship and buoy, 53
     // alarms, a third of them under plant codes (a covered one coverage

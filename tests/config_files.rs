@@ -133,3 +133,56 @@ fn a_plant_code_mapped_to_no_manuals_code_fails_with_78_naming_it() {
         );
     }
 }
+
+// Issue T item 4: with knowledge.examples unset, a bad examples file the
+// daemon found by itself exited 78, naming a key nobody set. Found by
+// itself (beside the index), it only warns and coverage goes without;
+// configured, it stops the start naming the key, the file and the line.
+#[test]
+fn a_bad_examples_file_stops_the_start_only_when_configured() {
+    let _serial = common::serial();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(common::index(), dir.path().join("knowledge.twx")).unwrap();
+    let bad = dir.path().join("examples/alarms.jsonl");
+    std::fs::create_dir_all(bad.parent().unwrap()).unwrap();
+    std::fs::write(&bad, "{\"case\": \"plant-1\"}\n").unwrap();
+    let cfg = write_config(
+        dir.path(),
+        &dir.path().join("state").display().to_string(),
+        "knowledge.twx",
+        &common::test_model().display().to_string(),
+    );
+    let out = tidewatch(&["check-config"], &cfg, dir.path());
+    let (text, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{text}{err}");
+    assert!(
+        text.contains("example alarms for coverage: none found"),
+        "{text}"
+    );
+    assert!(
+        err.contains(&bad.display().to_string()) && err.contains("line 1"),
+        "{err}"
+    );
+
+    let mut conf = std::fs::read_to_string(&cfg).unwrap();
+    conf = conf.replace(
+        "index = \"knowledge.twx\"\n",
+        "index = \"knowledge.twx\"\nexamples = \"examples/alarms.jsonl\"\n",
+    );
+    std::fs::write(&cfg, conf).unwrap();
+    for cmd in [&["check-config"][..], &["run"][..]] {
+        let out = tidewatch(cmd, &cfg, dir.path());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(78), "{cmd:?}: {err}");
+        assert!(
+            err.contains(&format!(
+                "config key knowledge.examples: example alarms {}, line 1",
+                bad.display()
+            )),
+            "{cmd:?}: {err}"
+        );
+    }
+}

@@ -10,6 +10,24 @@ use crate::cli::EvalArgs;
 use crate::config::Config;
 use crate::retrieval::Index;
 
+/// The examples each case is judged by, from the labelled alarms at `path`
+/// (`OwnSetOut`: a case they hold is judged without its own set).
+fn own_set_out(
+    path: &std::path::Path,
+    cases: &[crate::cases::Case],
+) -> Result<crate::measure::eval::OwnSetOut, CommandError> {
+    let rows = crate::cases::load(path).map_err(crate::coverage::examples::ExamplesError::from)?;
+    let e = crate::measure::eval::OwnSetOut::new(&rows, cases);
+    if e.sets_left_out() > 0 {
+        eprintln!(
+            "{}: holds cases being measured; each is judged without its own set's examples ({} sets left out in turn)",
+            path.display(),
+            e.sets_left_out()
+        );
+    }
+    Ok(e)
+}
+
 fn eval_retrieval(
     index: &std::path::Path,
     cases: &std::path::Path,
@@ -18,9 +36,9 @@ fn eval_retrieval(
     json: bool,
 ) -> Result<(), CommandError> {
     let idx = Index::open(index)?;
-    let examples = examples.map(crate::coverage::Examples::load).transpose()?;
     let mut cs = crate::measure::eval::load_cases(cases)?;
     cs.truncate(limit.unwrap_or(usize::MAX));
+    let examples = examples.map(|p| own_set_out(p, &cs)).transpose()?;
     let r = crate::measure::eval::run_retrieval(&idx, &cs, examples.as_ref())?;
     let mut out = std::io::stdout().lock();
     if json {
@@ -60,6 +78,7 @@ fn eval_retrieval(
     write!(out, "{}", r.coverage.text())?;
     writeln!(out, "every covered case again, raised under a plant code:")?;
     write!(out, "{}", r.under_plant_codes.text())?;
+    write!(out, "{}", r.breakdown.text())?;
     Ok(())
 }
 
@@ -122,9 +141,11 @@ async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandError
         }
         return Ok(());
     }
+    let examples = match crate::load::examples_file(&cfg) {
+        Some((path, _)) if !no_examples => Some(own_set_out(&path, &cs)?),
+        _ => None,
+    };
     let (mut pipeline, mut slots) = crate::load::pipeline(cfg, false).await?;
-    // A case is never its own example.
-    pipeline.own_set_out = true;
     if no_examples {
         pipeline.examples = None;
     }
@@ -155,9 +176,15 @@ async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandError
         return print_report(&r, json);
     }
     if !answers.is_empty() {
-        let r =
-            crate::measure::eval::run_answers(&pipeline, &mut slots[0], &cs, &answers, progress)
-                .await;
+        let r = crate::measure::eval::run_answers(
+            &pipeline,
+            &mut slots[0],
+            &cs,
+            &answers,
+            progress,
+            examples.as_ref(),
+        )
+        .await;
         return print_report(&r, json);
     }
     if let Some(n) = interleaved {
@@ -183,12 +210,29 @@ async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandError
         style,
         progress,
         record.as_mut().map(|w| w as &mut dyn std::io::Write),
+        examples.as_ref(),
     )
     .await;
     if let Some(mut w) = record {
         std::io::Write::flush(&mut w)?;
     }
     print_report(&r, json)
+}
+
+/// The shipped example alarms, found as the daemon finds them
+/// (`cases::examples_candidates`).
+fn shipped_examples(index: &std::path::Path) -> Result<PathBuf, CommandError> {
+    let tried = crate::cases::examples_candidates(Some(index));
+    tried.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
+        CommandError::Usage(format!(
+            "no --examples FILE given, and no example alarms at {}; give --examples or --no-examples (the source tree has knowledge/examples/alarms.jsonl)",
+            tried
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    })
 }
 
 /// Dispatches `eval` by its options: --retrieval needs an index (from
@@ -208,7 +252,7 @@ pub fn run(a: EvalArgs) -> Result<(), CommandError> {
         let examples = match (a.no_examples, a.examples) {
             (true, _) => None,
             (false, Some(e)) => Some(e),
-            (false, None) => Some(super::cases_file(None, Some(&index))?),
+            (false, None) => Some(shipped_examples(&index)?),
         };
         return eval_retrieval(&index, &cases, a.limit, examples.as_deref(), a.json);
     }

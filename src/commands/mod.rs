@@ -91,7 +91,7 @@ pub fn is_config_error(e: &(dyn std::error::Error + 'static)) -> bool {
             .is_some_and(LoadError::is_config)
 }
 
-pub use crate::coverage::examples::eval_set_candidates;
+pub use crate::cases::eval_set_candidates;
 
 /// `--cases` as given, or the first eval set of `eval_set_candidates`.
 pub fn cases_file(given: Option<PathBuf>, index: Option<&Path>) -> Result<PathBuf, CommandError> {

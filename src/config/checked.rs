@@ -64,8 +64,8 @@ pub struct KnowledgeConfig {
     /// A plant's kind, trimmed and lower case, -> a manual class: the kind
     /// is read as that class (`pipeline`), before the manuals' own aliases.
     pub kind_aliases: std::collections::BTreeMap<String, String>,
-    /// Example alarms for coverage (`coverage::examples`); None: the eval
-    /// set where `eval` finds it (`load::examples`).
+    /// Example alarms for coverage (`coverage::examples`); None: the
+    /// shipped examples where the daemon finds them (`load::examples`).
     pub examples: Option<PathBuf>,
 }
 

@@ -8,13 +8,13 @@
 //! Another plant's wording of the same fault usually shares more of them.
 //! So an alarm whose nearest example of its equipment is a covered one, near
 //! enough and nearer than every uncovered one, is taken for that example's
-//! fault. The examples are the eval set's alarms (`knowledge/eval`), which
-//! the eval reads with each alarm's own set left out.
+//! fault. The examples are the shipped labelled alarms
+//! (`knowledge/examples`, in the `cases` format), never the eval set; they
+//! are kept by the manual class of their equipment, because a plant writes
+//! an alarm's `kind` in its own words.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-
-use serde::Deserialize;
+use std::path::Path;
 
 use crate::retrieval::tokenize::{is_cjk, terms};
 
@@ -43,49 +43,22 @@ pub const OVER_FIRST_AT: f32 = 0.1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExamplesError {
-    #[error("cannot read example alarms {path}: {reason}")]
-    Read { path: String, reason: String },
-    #[error("example alarms {path}, line {line}: {reason}")]
-    Line {
-        path: String,
-        line: usize,
-        reason: String,
-    },
-}
-
-/// One labelled alarm, as the eval set stores it.
-#[derive(Debug, Deserialize)]
-struct Row {
-    case: String,
-    alarm: RowAlarm,
-    #[serde(default)]
-    gold: Option<RowGold>,
-}
-
-#[derive(Debug, Deserialize)]
-struct RowAlarm {
-    #[serde(default)]
-    kind: Option<String>,
-    #[serde(default)]
-    message: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct RowGold {
-    section: String,
+    #[error("example alarms {0}")]
+    Cases(#[from] crate::cases::CasesError),
 }
 
 struct Example {
-    /// The set it was written in (`set_of`), left out when its own alarms are judged.
-    set: String,
-    kind: String,
+    /// Its case id: what `holds` answers by.
+    case: String,
+    /// The manual class of its equipment.
+    class: String,
     /// The section code of its fault; None for a fault no section is about.
     section: Option<String>,
     /// Unit-length TF-IDF weights, by term.
     weights: Vec<(u32, f32)>,
 }
 
-/// The labelled example alarms, by equipment kind.
+/// The labelled example alarms, by manual class.
 #[derive(Default)]
 pub struct Examples {
     terms: HashMap<String, u32>,
@@ -114,40 +87,6 @@ pub struct Nearest {
     pub rival: f32,
 }
 
-/// The set an eval case was written in, from its id: `plant-2304` and
-/// `uncov-2311` are set 23, `plant-604` set 6, `ship-012` the first cases.
-pub fn set_of(case: &str) -> String {
-    if case.starts_with("ship") {
-        return "ship".into();
-    }
-    let digits: String = case.chars().filter(char::is_ascii_digit).collect();
-    match digits.len() {
-        4 => digits[..2].to_string(),
-        3 => digits[..1].to_string(),
-        _ => format!("x{digits}"),
-    }
-}
-
-/// Where the eval set is looked for when `--cases` is not given, best
-/// first: `eval/alarms.jsonl` beside the index (an installed index), the
-/// installed package's copy (`/usr/share/tidewatch` beside `/usr/bin`), and
-/// the source tree's when this binary is a build in `target/*/`. Never the
-/// working directory: a command must mean the same thing from anywhere.
-pub fn eval_set_candidates(index: Option<&Path>) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Some(dir) = index.and_then(Path::parent) {
-        out.push(dir.join("eval/alarms.jsonl"));
-    }
-    if let Some(bin) = std::env::current_exe()
-        .ok()
-        .and_then(|e| e.parent().map(Path::to_owned))
-    {
-        out.push(bin.join("../share/tidewatch/eval/alarms.jsonl"));
-        out.push(bin.join("../../knowledge/eval/alarms.jsonl"));
-    }
-    out
-}
-
 /// A message's terms for likeness: its words (`tokenize::terms`), each
 /// Chinese character alone as well as in pairs, and no numbers or codes:
 /// a reading or a tag is the plant's, not the fault's.
@@ -172,39 +111,31 @@ impl std::fmt::Debug for Examples {
 }
 
 impl Examples {
-    /// Reads the eval set's JSON Lines (`tidewatch eval --cases`' format).
+    /// Reads labelled alarms (the `cases` format); a case without a
+    /// message is no example.
     pub fn load(path: &Path) -> Result<Self, ExamplesError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ExamplesError::Read {
-            path: path.display().to_string(),
-            reason: e.to_string(),
-        })?;
-        let mut rows = Vec::new();
-        for (i, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            let row: Row = serde_json::from_str(line).map_err(|e| ExamplesError::Line {
-                path: path.display().to_string(),
-                line: i + 1,
-                reason: e.to_string(),
-            })?;
-            let (Some(kind), Some(message)) = (row.alarm.kind, row.alarm.message) else {
-                continue;
-            };
-            let section = row
-                .gold
-                .and_then(|g| g.section.split_whitespace().next().map(str::to_string));
-            rows.push((set_of(&row.case), kind, message, section));
-        }
-        Ok(Self::of(rows))
+        Ok(Self::of_cases(&crate::cases::load(path)?))
     }
 
-    /// Examples from `(set, kind, message, section)` rows.
+    /// Examples of labelled alarms, each kept by its case's class.
+    pub fn of_cases<'c>(cases: impl IntoIterator<Item = &'c crate::cases::Case>) -> Self {
+        let rows = cases
+            .into_iter()
+            .filter_map(|c| {
+                let message = c.alarm.message.clone()?;
+                let section = c.gold.as_ref().map(|g| g.code().to_string());
+                Some((c.case.clone(), c.class.clone(), message, section))
+            })
+            .collect();
+        Self::of(rows)
+    }
+
+    /// Examples from `(case, class, message, section)` rows.
     pub fn of(rows: Vec<(String, String, String, Option<String>)>) -> Self {
         let mut ids: HashMap<String, u32> = HashMap::new();
         let mut df: Vec<u32> = Vec::new();
         let mut counted = Vec::with_capacity(rows.len());
-        for (set, kind, message, section) in rows {
+        for (case, class, message, section) in rows {
             let mut tf: HashMap<u32, u32> = HashMap::new();
             for t in likeness_terms(&message) {
                 let next = ids.len() as u32;
@@ -217,15 +148,15 @@ impl Examples {
             for id in tf.keys() {
                 df[*id as usize] += 1;
             }
-            counted.push((set, kind, section, tf));
+            counted.push((case, class, section, tf));
         }
         let n = counted.len().max(1) as f32;
         let idf: Vec<f32> = df.iter().map(|&d| (n / d as f32).ln()).collect();
         let all = counted
             .into_iter()
-            .map(|(set, kind, section, tf)| Example {
-                set,
-                kind,
+            .map(|(case, class, section, tf)| Example {
+                case,
+                class,
                 section,
                 weights: unit(
                     tf.into_iter()
@@ -248,28 +179,28 @@ impl Examples {
         self.all.is_empty()
     }
 
-    /// The nearest covered example of `kind` to `message`, and its lead
-    /// over the nearest uncovered one; examples of set `except` are left
-    /// out (the eval's own alarms). None without a covered example.
-    pub fn nearest(
-        &self,
-        kinds: &[String],
-        message: &str,
-        except: Option<&str>,
-    ) -> Option<Nearest> {
-        self.nearest_beside(kinds, message, except, None)
+    /// True when case `case` is one of the examples: an alarm measured
+    /// against examples that hold it would be judged by its own words.
+    pub fn holds(&self, case: &str) -> bool {
+        self.all.iter().any(|e| e.case == case)
+    }
+
+    /// The nearest covered example of manual class `class` to `message`,
+    /// and its lead over the nearest uncovered one. None without a covered
+    /// example.
+    pub fn nearest(&self, classes: &[String], message: &str) -> Option<Nearest> {
+        self.nearest_beside(classes, message, None)
     }
 
     /// `nearest`, and how near the nearest example of section `rival` is,
     /// read in the same pass.
     pub fn nearest_beside(
         &self,
-        kinds: &[String],
+        classes: &[String],
         message: &str,
-        except: Option<&str>,
         rival: Option<&str>,
     ) -> Option<Nearest> {
-        self.nearest_any(kinds, message, except, rival)
+        self.nearest_any(classes, message, rival)
             .filter(|n| !n.section.is_empty())
     }
 
@@ -277,15 +208,14 @@ impl Examples {
     /// its similarity 0), for the nearest uncovered one.
     pub fn nearest_any(
         &self,
-        kinds: &[String],
+        classes: &[String],
         message: &str,
-        except: Option<&str>,
         rival: Option<&str>,
     ) -> Option<Nearest> {
         let query = self.query(message)?;
         let (mut covered, mut uncovered): (Option<(f32, &str)>, f32) = (None, 0.0);
         let mut near_rival = 0.0f32;
-        for e in self.of_kinds(kinds, except) {
+        for e in self.of_classes(classes) {
             let s = e.similarity(&query);
             if rival.is_some() && e.section.as_deref() == rival {
                 near_rival = near_rival.max(s);
@@ -306,15 +236,9 @@ impl Examples {
         })
     }
 
-    /// The examples of `kind`, but those of set `except`.
-    fn of_kinds<'e>(
-        &'e self,
-        kinds: &'e [String],
-        except: Option<&'e str>,
-    ) -> impl Iterator<Item = &'e Example> {
-        self.all
-            .iter()
-            .filter(move |e| kinds.contains(&e.kind) && Some(e.set.as_str()) != except)
+    /// The examples of any of the manual classes `classes`.
+    fn of_classes<'e>(&'e self, classes: &'e [String]) -> impl Iterator<Item = &'e Example> {
+        self.all.iter().filter(move |e| classes.contains(&e.class))
     }
 
     /// A message's unit-length TF-IDF weights, by term id; None when it
@@ -371,9 +295,9 @@ mod tests {
     use super::*;
 
     fn ex() -> Examples {
-        let row = |set: &str, message: &str, section: Option<&str>| {
+        let row = |case: &str, message: &str, section: Option<&str>| {
             (
-                set.to_string(),
+                case.to_string(),
                 "purifier".to_string(),
                 message.to_string(),
                 section.map(str::to_string),
@@ -405,7 +329,6 @@ mod tests {
             .nearest(
                 &["purifier".into()],
                 "No.2 purifier: sludge ejection not detected after the discharge",
-                None,
             )
             .unwrap();
         assert_eq!(n.section, "PUR-DISCH-FAIL");
@@ -415,36 +338,39 @@ mod tests {
     #[test]
     fn an_uncovered_fault_near_its_own_example_is_not_led() {
         let n = ex()
-            .nearest(
-                &["purifier".into()],
-                "purifier feed pump overload tripped",
-                None,
-            )
+            .nearest(&["purifier".into()], "purifier feed pump overload tripped")
             .unwrap();
         assert!(n.lead < LEAD_AT, "{n:?}");
     }
 
     #[test]
-    fn the_own_set_and_other_equipment_are_left_out() {
+    fn other_classes_are_left_out_and_a_case_is_known_by_its_id() {
         let e = ex();
-        let n = e
-            .nearest(
-                &["purifier".into()],
-                "sludge ejection not detected",
-                Some("1"),
-            )
-            .unwrap();
-        assert!(n.similarity < NEAR_AT, "{n:?}");
         assert_eq!(
-            e.nearest(&["boiler".into()], "sludge ejection not detected", None),
+            e.nearest(&["boiler".into()], "sludge ejection not detected"),
             None
         );
+        assert!(e.holds("2") && !e.holds("plant-2"));
     }
 
+    /// Examples are kept by the case's class, the truth, not by the alarm's
+    /// own kind: a plant writes `SEP` or `分油机` for the purifier.
     #[test]
-    fn sets_are_read_from_case_ids() {
-        assert_eq!(set_of("plant-2304"), "23");
-        assert_eq!(set_of("uncov-611"), "6");
-        assert_eq!(set_of("ship-012"), "ship");
+    fn examples_are_kept_by_the_cases_class_not_the_alarms_kind() {
+        let line = r#"{"case": "plant-901", "class": "purifier", "alarm": {"id": "plant-901", "ts": "2026-12-01T00:00:00Z", "equipment": "SEP1", "code": "XA-1", "severity": "major", "kind": "SEP", "message": "sludge ejection not detected"}, "gold": {"doc": "purifier-en", "section": "PUR-DISCH-FAIL causes"}}"#;
+        let other = line
+            .replace("plant-901", "plant-902")
+            .replace("\"purifier\"", "\"boiler\"")
+            .replace("sludge ejection not detected", "burner flame failure");
+        let cases = crate::cases::parse(&format!("{line}\n{other}"), Path::new("x")).unwrap();
+        let e = Examples::of_cases(&cases);
+        let n = e
+            .nearest(&["purifier".into()], "sludge ejection not detected")
+            .unwrap();
+        assert_eq!(n.section, "PUR-DISCH-FAIL");
+        assert_eq!(
+            e.nearest(&["SEP".into()], "sludge ejection not detected"),
+            None
+        );
     }
 }

@@ -202,7 +202,6 @@ pub async fn run(
             cfg: cfg.clone(),
             counters,
             examples,
-            own_set_out: false,
         },
         sched: Mutex::new(Scheduler::new(
             cfg.queue.capacity,

@@ -3,10 +3,13 @@
 //! part the thresholds were tuned on, and the part held out), with the two
 //! rates the targets name: uncovered faults answered related or none with
 //! no cause rated high, and covered faults under plant codes answered
-//! covered.
+//! covered. The same figures, with the section's hit, again per writer and
+//! per kind style (`Breakdown`): a set written by one prompt shares that
+//! prompt's habits, and a rule tuned on it learns them.
 //!
 //! Pure: judged cases in, tables out.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -18,6 +21,9 @@ use crate::measure::eval::Case;
 #[derive(Debug, Clone)]
 pub struct Judged {
     pub case: String,
+    /// Who wrote the case, and how its alarm's kind is written.
+    pub writer: String,
+    pub kind_style: String,
     pub truth: Coverage,
     pub said: Coverage,
     pub held_out: bool,
@@ -31,6 +37,12 @@ pub struct Judged {
     /// A covered fault said covered by another fault's section (its code
     /// not the gold section's): a confident answer from the wrong page.
     pub elsewhere: bool,
+    /// With a gold section: where it was among the passages looked at
+    /// (`ranked`); None for a case without one.
+    pub gold: Option<Option<usize>>,
+    /// An expected cause was named in the answer (`named`); None when no
+    /// answer was read for causes.
+    pub cause: Option<bool>,
 }
 
 impl Judged {
@@ -51,6 +63,8 @@ impl Judged {
                 });
         Judged {
             case: c.case.clone(),
+            writer: c.writer().to_string(),
+            kind_style: c.kind_style().to_string(),
             truth: c.coverage,
             said,
             held_out: c.held_out,
@@ -59,7 +73,22 @@ impl Judged {
             best,
             section,
             elsewhere,
+            gold: None,
+            cause: None,
         }
+    }
+
+    /// With the gold section at `rank` among the passages (None: not
+    /// among them), for a case that has one.
+    pub fn ranked(mut self, c: &Case, rank: Option<usize>) -> Self {
+        self.gold = c.gold.as_ref().map(|_| rank);
+        self
+    }
+
+    /// With whether the answer named an expected cause.
+    pub fn named(mut self, found: bool) -> Self {
+        self.cause = Some(found);
+        self
     }
 }
 
@@ -69,9 +98,9 @@ fn at(c: Coverage) -> usize {
     ORDER.iter().position(|&o| o == c).unwrap_or(0)
 }
 
-/// One part of the eval set.
+/// The counts of a confusion table and the rates the targets name.
 #[derive(Debug, Default, Clone, PartialEq, Serialize)]
-pub struct Part {
+pub struct Tally {
     pub cases: usize,
     /// `table[truth][said]`, in the order covered, related, none.
     pub table: [[usize; 3]; 3],
@@ -85,14 +114,9 @@ pub struct Part {
     /// All covered faults, and those answered covered.
     pub covered: usize,
     pub covered_said_covered: usize,
-    /// "case: truth -> said (best 0.50 at doc § section)".
-    pub misjudged: Vec<String>,
-    /// Covered faults said covered by another fault's section
-    /// ("case: covered by doc § section").
-    pub elsewhere: Vec<String>,
 }
 
-impl Part {
+impl Tally {
     fn add(&mut self, j: &Judged) {
         self.cases += 1;
         self.table[at(j.truth)][at(j.said)] += 1;
@@ -107,6 +131,24 @@ impl Part {
             self.uncovered += 1;
             self.uncovered_ok += usize::from(j.said != Coverage::Covered && !j.high);
         }
+    }
+}
+
+/// One part of the eval set.
+#[derive(Debug, Default, Clone, PartialEq, Serialize)]
+pub struct Part {
+    #[serde(flatten)]
+    pub tally: Tally,
+    /// "case: truth -> said (best 0.50 at doc § section)".
+    pub misjudged: Vec<String>,
+    /// Covered faults said covered by another fault's section
+    /// ("case: covered by doc § section").
+    pub elsewhere: Vec<String>,
+}
+
+impl Part {
+    fn add(&mut self, j: &Judged) {
+        self.tally.add(j);
         if j.elsewhere {
             self.elsewhere.push(format!(
                 "{}: covered by {}",
@@ -128,14 +170,15 @@ impl Part {
 
     /// The table and rates as text, one row per truth.
     pub fn text(&self, name: &str) -> String {
+        let t = &self.tally;
         let mut o = String::new();
         let _ = writeln!(
             o,
             "coverage, {name} ({} cases): truth \\ said   covered  related     none",
-            self.cases
+            t.cases
         );
         for (i, truth) in ORDER.iter().enumerate() {
-            let r = self.table[i];
+            let r = t.table[i];
             let _ = writeln!(
                 o,
                 "  {:<28} {:>8} {:>8} {:>8}",
@@ -148,12 +191,12 @@ impl Part {
         let _ = writeln!(
             o,
             "  uncovered answered related/none, no cause high: {}/{}; covered under plant codes answered covered: {}/{}; all covered: {}/{}",
-            self.uncovered_ok,
-            self.uncovered,
-            self.plant_code_covered,
-            self.plant_code,
-            self.covered_said_covered,
-            self.covered
+            t.uncovered_ok,
+            t.uncovered,
+            t.plant_code_covered,
+            t.plant_code,
+            t.covered_said_covered,
+            t.covered
         );
         let _ = writeln!(
             o,
@@ -198,6 +241,164 @@ impl CoverageReport {
     }
 }
 
+/// Every figure of one part of one group of cases.
+#[derive(Debug, Default, Clone, PartialEq, Serialize)]
+pub struct Figures {
+    #[serde(flatten)]
+    pub tally: Tally,
+    /// Covered faults said covered by another fault's section.
+    pub elsewhere: usize,
+    /// Cases with a gold section, and those with it first, and among the
+    /// first three, of the passages looked at.
+    pub with_gold: usize,
+    pub hit_at_1: usize,
+    pub hit_at_3: usize,
+    /// Covered faults raised again under a code no manual uses (`PLANT-n`),
+    /// and those answered covered.
+    pub under_plant_codes: usize,
+    pub under_plant_codes_covered: usize,
+    /// Covered faults whose answer was read for causes, and those naming
+    /// an expected one.
+    pub cause_read: usize,
+    pub cause_named: usize,
+}
+
+impl Figures {
+    fn add(&mut self, j: &Judged) {
+        self.tally.add(j);
+        self.elsewhere += usize::from(j.elsewhere);
+        if let Some(rank) = j.gold {
+            self.with_gold += 1;
+            self.hit_at_1 += usize::from(rank == Some(0));
+            self.hit_at_3 += usize::from(rank.is_some_and(|r| r < 3));
+        }
+        if let (Some(named), Coverage::Covered) = (j.cause, j.truth) {
+            self.cause_read += 1;
+            self.cause_named += usize::from(named);
+        }
+    }
+
+    fn add_plant(&mut self, j: &Judged) {
+        self.under_plant_codes += 1;
+        self.under_plant_codes_covered += usize::from(j.said == Coverage::Covered);
+    }
+}
+
+/// A group's tuning part and held-out part.
+#[derive(Debug, Default, Clone, PartialEq, Serialize)]
+pub struct Group {
+    pub tuning: Figures,
+    pub held_out: Figures,
+}
+
+impl Group {
+    fn part(&mut self, j: &Judged) -> &mut Figures {
+        match j.held_out {
+            true => &mut self.held_out,
+            false => &mut self.tuning,
+        }
+    }
+}
+
+/// Every figure per writer and per kind style, each split tuning / held out.
+#[derive(Debug, Default, Clone, PartialEq, Serialize)]
+pub struct Breakdown {
+    pub by_writer: BTreeMap<String, Group>,
+    pub by_kind_style: BTreeMap<String, Group>,
+}
+
+impl Breakdown {
+    /// From the cases as judged, and (when measured) every covered one
+    /// judged again under a plant code.
+    pub fn of(judged: &[Judged], under_plant_codes: &[Judged]) -> Self {
+        let mut b = Breakdown::default();
+        for j in judged {
+            for g in b.groups(j) {
+                g.part(j).add(j);
+            }
+        }
+        for j in under_plant_codes {
+            for g in b.groups(j) {
+                g.part(j).add_plant(j);
+            }
+        }
+        b
+    }
+
+    fn groups(&mut self, j: &Judged) -> [&mut Group; 2] {
+        [
+            self.by_writer.entry(j.writer.clone()).or_default(),
+            self.by_kind_style.entry(j.kind_style.clone()).or_default(),
+        ]
+    }
+
+    /// One row per group and part: the confusion table (truth covered,
+    /// related, none, each as said covered/related/none), the section's hit,
+    /// and the rates, each as found/of.
+    pub fn text(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "per writer and kind style: truth covered/related/none, each said c/r/n; rates found/of"
+        );
+        let _ = writeln!(
+            o,
+            "  {:<34} {:<8} {:>5}  {:<11} {:<11} {:<11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "group",
+            "part",
+            "cases",
+            "covered",
+            "related",
+            "none",
+            "hit@1",
+            "hit@3",
+            "plantcode",
+            "PLANT-n",
+            "uncov ok",
+            "elsewhere",
+            "cause"
+        );
+        let groups = self
+            .by_writer
+            .iter()
+            .map(|(k, g)| (format!("writer {k}"), g))
+            .chain(
+                self.by_kind_style
+                    .iter()
+                    .map(|(k, g)| (format!("kind_style {k}"), g)),
+            );
+        for (name, g) in groups {
+            for (part, f) in [("tuning", &g.tuning), ("held-out", &g.held_out)] {
+                if f.tally.cases == 0 {
+                    continue;
+                }
+                let t = &f.tally;
+                let row =
+                    |i: usize| format!("{}/{}/{}", t.table[i][0], t.table[i][1], t.table[i][2]);
+                let of = |a: usize, b: usize| format!("{a}/{b}");
+                let _ = writeln!(
+                    o,
+                    "  {:<34} {:<8} {:>5}  {:<11} {:<11} {:<11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+                    name,
+                    part,
+                    t.cases,
+                    row(0),
+                    row(1),
+                    row(2),
+                    of(f.hit_at_1, f.with_gold),
+                    of(f.hit_at_3, f.with_gold),
+                    of(t.plant_code_covered, t.plant_code),
+                    of(f.under_plant_codes_covered, f.under_plant_codes),
+                    of(t.uncovered_ok, t.uncovered),
+                    f.elsewhere,
+                    of(f.cause_named, f.cause_read)
+                );
+            }
+        }
+        o
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,6 +414,10 @@ mod tests {
             best: 0.5,
             section: None,
             elsewhere: false,
+            writer: "w".into(),
+            kind_style: "class".into(),
+            gold: None,
+            cause: None,
         }
     }
 
@@ -276,17 +481,63 @@ mod tests {
             j(None, Covered, false, false, true),
             j(None, None, true, false, false),
         ]);
-        let t = &r.tuning;
+        let t = &r.tuning.tally;
         assert_eq!(t.cases, 6);
         assert_eq!(t.table, [[2, 1, 0], [0, 2, 0], [1, 0, 0]]);
         assert_eq!((t.uncovered_ok, t.uncovered), (1, 3));
         assert_eq!((t.plant_code_covered, t.plant_code), (1, 2));
         assert_eq!((t.covered_said_covered, t.covered), (2, 3));
-        assert_eq!(t.misjudged.len(), 2);
-        assert_eq!(r.held_out.table, [[0, 0, 0], [0, 0, 0], [0, 0, 1]]);
-        assert_eq!((r.held_out.uncovered_ok, r.held_out.uncovered), (1, 1));
+        assert_eq!(r.tuning.misjudged.len(), 2);
+        let h = &r.held_out.tally;
+        assert_eq!(h.table, [[0, 0, 0], [0, 0, 0], [0, 0, 1]]);
+        assert_eq!((h.uncovered_ok, h.uncovered), (1, 1));
         assert!(r
             .text()
             .contains("uncovered answered related/none, no cause high: 1/3"));
+    }
+
+    /// Every figure per writer and per kind style, tuning and held out
+    /// apart; the JSON of a part keeps its flat fields.
+    #[test]
+    fn figures_are_split_per_writer_and_kind_style_and_part() {
+        use Coverage::*;
+        let mut a = j(Covered, Covered, false, true, false);
+        a.gold = Some(Some(0));
+        a.cause = Some(true);
+        let mut b = j(Covered, Related, true, true, false);
+        b.writer = "watch-log".into();
+        b.kind_style = "chinese".into();
+        b.gold = Some(Some(2));
+        b.cause = Some(false);
+        let mut c = j(Related, None, true, false, false);
+        c.writer = "watch-log".into();
+        c.kind_style = "absent".into();
+        let mut plant = b.clone();
+        plant.said = Covered;
+        let r = Breakdown::of(&[a, b, c], &[plant]);
+        let w = &r.by_writer["watch-log"];
+        assert_eq!(w.tuning, Figures::default());
+        let h = &w.held_out;
+        assert_eq!(h.tally.cases, 2);
+        assert_eq!(h.tally.table, [[0, 1, 0], [0, 0, 1], [0, 0, 0]]);
+        assert_eq!((h.hit_at_1, h.hit_at_3, h.with_gold), (0, 1, 1));
+        assert_eq!((h.under_plant_codes_covered, h.under_plant_codes), (1, 1));
+        assert_eq!((h.cause_named, h.cause_read), (0, 1));
+        assert_eq!((h.tally.uncovered_ok, h.tally.uncovered), (1, 1));
+        let t = &r.by_writer["w"].tuning;
+        assert_eq!(
+            (t.hit_at_1, t.cause_named, t.tally.plant_code_covered),
+            (1, 1, 1)
+        );
+        assert_eq!(r.by_kind_style["chinese"].held_out.tally.cases, 1);
+        assert_eq!(r.by_kind_style["absent"].held_out.tally.uncovered, 1);
+        let text = r.text();
+        assert!(text.contains("writer watch-log"), "{text}");
+        assert!(text.contains("kind_style chinese"), "{text}");
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["by_writer"]["watch-log"]["held_out"]["hit_at_3"], 1);
+        assert_eq!(v["by_writer"]["watch-log"]["held_out"]["cases"], 2);
+        let part = serde_json::to_value(CoverageReport::default()).unwrap();
+        assert!(part["tuning"]["uncovered_ok"].is_number(), "{part}");
     }
 }

@@ -1,13 +1,15 @@
 //! Evaluation on labeled alarms: retrieval hit@k alone, or the whole pipeline
 //! (JSON validity, cause-keyword hits, grounding, degraded rate, latency).
 //!
-//! Owns the case file format (knowledge/eval/alarms.jsonl) and the metrics.
+//! Owns the metrics, and the leaving out of a case's own set when the
+//! cases are also the examples (`OwnSetOut`); the case format is `cases`'.
 //! Scoring functions are pure; `run_full` drives real slots.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::alarm::Alarm;
 use crate::measure::stats::percentile;
@@ -15,56 +17,89 @@ use crate::retrieval::{Hit, Index, Query};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EvalError {
-    #[error("cases file {path}: {reason}")]
-    Cases { path: String, reason: String },
+    #[error("cases file {0}")]
+    Cases(#[from] crate::cases::CasesError),
     #[error(transparent)]
     Index(#[from] crate::retrieval::IndexError),
 }
 
-#[derive(Debug, Clone, Deserialize)]
-pub struct Gold {
-    pub doc: String,
-    pub section: String,
-}
-
-/// One labeled alarm.
-#[derive(Debug, Clone, Deserialize)]
-pub struct Case {
-    pub case: String,
-    pub class: String,
-    pub alarm: Alarm,
-    /// The section about the alarm's fault; absent when no section is.
-    #[serde(default)]
-    pub gold: Option<Gold>,
-    /// What the manuals hold for the alarm's fault, by reading: covered (the
-    /// default), related (no section, other faults' sections of the same
-    /// equipment) or none (equipment without a manual).
-    #[serde(default)]
-    pub coverage: crate::coverage::Coverage,
-    /// Kept apart from tuning (the coverage thresholds were set on the
-    /// other cases); reported as its own part.
-    #[serde(default)]
-    pub held_out: bool,
-    /// Expected-cause keywords; each may list alternatives as "english|中文".
-    #[serde(default)]
-    pub keywords: Vec<String>,
-}
+pub use crate::cases::{Case, Gold};
+use crate::coverage::Examples;
 
 pub fn load_cases(path: &Path) -> Result<Vec<Case>, EvalError> {
-    let text = std::fs::read_to_string(path).map_err(|e| EvalError::Cases {
-        path: path.display().to_string(),
-        reason: e.to_string(),
-    })?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|e| EvalError::Cases {
-                path: path.display().to_string(),
-                reason: format!("line {}: {e}", i + 1),
-            })
-        })
-        .collect()
+    Ok(crate::cases::load(path)?)
+}
+
+/// The set a case was written in, from its id: `plant-2304` and
+/// `uncov-2311` are set 23, `plant-604` set 6, `plant-012` set 0; the
+/// curated cases (`ship-012`, `buoy-007`) are each a set of their own.
+pub fn set_of(case: &str) -> String {
+    for curated in ["ship", "buoy"] {
+        if case.starts_with(curated) {
+            return curated.into();
+        }
+    }
+    let digits: String = case.chars().filter(char::is_ascii_digit).collect();
+    match digits.len() {
+        4 => digits[..2].to_string(),
+        3 => digits[..1].to_string(),
+        _ => format!("x{digits}"),
+    }
+}
+
+/// The examples each case is judged by: all of them, but for a case the
+/// examples hold (`eval --cases` of the examples file itself), the examples
+/// built again without the case's own set, so that no case is judged by its
+/// own words or its writer's sibling wordings of the same fault.
+pub struct OwnSetOut {
+    all: Arc<Examples>,
+    /// By set, the examples without it; only for sets of cases the
+    /// examples hold.
+    without: HashMap<String, Arc<Examples>>,
+}
+
+impl OwnSetOut {
+    /// For `cases`, from the labelled alarms `examples` are built of.
+    pub fn new(examples: &[Case], cases: &[Case]) -> Self {
+        let all = Arc::new(Examples::of_cases(examples));
+        let mut without = HashMap::new();
+        for c in cases.iter().filter(|c| all.holds(&c.case)) {
+            let set = set_of(&c.case);
+            without.entry(set.clone()).or_insert_with(|| {
+                Arc::new(Examples::of_cases(
+                    examples.iter().filter(|e| set_of(&e.case) != set),
+                ))
+            });
+        }
+        Self { all, without }
+    }
+
+    /// The examples to judge `case` by.
+    pub fn of(&self, case: &Case) -> &Arc<Examples> {
+        match self.all.holds(&case.case) {
+            true => &self.without[&set_of(&case.case)],
+            false => &self.all,
+        }
+    }
+
+    /// How many sets are left out for some case.
+    pub fn sets_left_out(&self) -> usize {
+        self.without.len()
+    }
+}
+
+/// `pipeline` judging by `examples` instead of its own.
+pub fn with_examples(
+    pipeline: &crate::pipeline::Pipeline,
+    examples: Option<Arc<Examples>>,
+) -> crate::pipeline::Pipeline {
+    crate::pipeline::Pipeline {
+        index: pipeline.index.clone(),
+        model: pipeline.model.clone(),
+        cfg: pipeline.cfg.clone(),
+        counters: pipeline.counters.clone(),
+        examples,
+    }
 }
 
 /// True if a hit is the gold passage. A section split into parts ("… (1/2)")
@@ -126,14 +161,19 @@ pub struct RetrievalReport {
     /// The same for every covered case raised under a code no manual uses
     /// (`PLANT-n`), as a plant that numbers its own alarms raises them.
     pub under_plant_codes: crate::measure::coverage::CoverageReport,
+    /// Every figure per writer and per kind style (hits by the ranking
+    /// alone, as `hit_at_1` and `hit_at_3`).
+    pub breakdown: crate::measure::coverage::Breakdown,
 }
 
+/// Retrieval and coverage on `cases`, each judged by its examples
+/// (`OwnSetOut`), or without any.
 pub fn run_retrieval(
     index: &Index,
     cases: &[Case],
-    examples: Option<&crate::coverage::Examples>,
+    examples: Option<&OwnSetOut>,
 ) -> Result<RetrievalReport, EvalError> {
-    use crate::measure::coverage::{CoverageReport, Judged};
+    use crate::measure::coverage::{Breakdown, CoverageReport, Judged};
     let mut per_class: BTreeMap<String, ClassStats> = BTreeMap::new();
     let (mut h1, mut h3, mut p3, mut with_gold) = (0, 0, 0, 0);
     let mut prompt_misses = Vec::new();
@@ -148,14 +188,13 @@ pub fn run_retrieval(
         let prompt = crate::retrieval::passages_for(index, &c.alarm, 3)?;
         passes_lat.push(t.elapsed().as_secs_f64() * 1e6);
         let t = std::time::Instant::now();
-        let set = crate::coverage::examples::set_of(&c.case);
-        let like = examples.map(|examples| crate::coverage::Likeness {
-            examples,
-            except: Some(set.as_str()),
+        let like = examples.map(|e| crate::coverage::Likeness {
+            examples: e.of(c).as_ref(),
         });
         let j = crate::coverage::judge_in_like(index, &c.alarm, &prompt, like);
         coverage_lat.push(t.elapsed().as_secs_f64() * 1e6);
-        judged.push(Judged::of(c, j.coverage, false, j.best, j.section));
+        let rank = gold_rank(&hits, &c.gold);
+        judged.push(Judged::of(c, j.coverage, false, j.best, j.section).ranked(c, rank));
         let Some(gold) = &c.gold else { continue };
         let mut plant = c.clone();
         plant.alarm.code = format!("PLANT-{}", plant_judged.len() + 1);
@@ -178,7 +217,6 @@ pub fn run_retrieval(
                 got.join(", ")
             ));
         }
-        let rank = gold_rank(&hits, &c.gold);
         let s = per_class.entry(c.class.clone()).or_default();
         s.cases += 1;
         if rank == Some(0) {
@@ -222,6 +260,7 @@ pub fn run_retrieval(
         per_class,
         coverage: CoverageReport::of(&judged),
         under_plant_codes: CoverageReport::of(&plant_judged),
+        breakdown: Breakdown::of(&judged, &plant_judged),
     })
 }
 
@@ -557,6 +596,86 @@ mod tests {
     }
 
     #[test]
+    fn sets_are_read_from_case_ids() {
+        assert_eq!(set_of("plant-2304"), "23");
+        assert_eq!(set_of("uncov-611"), "6");
+        assert_eq!(set_of("plant-012"), "0");
+        assert_eq!(set_of("ship-012"), "ship");
+        assert_eq!(set_of("buoy-007"), "buoy");
+    }
+
+    fn labelled(case: &str, class: &str, message: &str, section: Option<&str>) -> Case {
+        let mut v = serde_json::json!({
+            "case": case, "class": class,
+            "alarm": {"id": case, "ts": "2026-12-01T00:00:00Z", "equipment": "E",
+                      "code": "X-1", "severity": "major", "kind": class, "message": message},
+        });
+        if let Some(s) = section {
+            v["gold"] = serde_json::json!({"doc": "d", "section": format!("{s} causes")});
+        } else {
+            v["coverage"] = "related".into();
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// A case the examples hold is judged without its own set (its own
+    /// words, and its writer's sibling wording); a case they do not hold,
+    /// by all of them.
+    #[test]
+    fn a_case_the_examples_hold_is_judged_without_its_own_set() {
+        let examples = vec![
+            labelled(
+                "plant-1201",
+                "purifier",
+                "sludge ejection not detected",
+                Some("PUR-DISCH-FAIL"),
+            ),
+            labelled(
+                "plant-1202",
+                "purifier",
+                "ejection not detected after sludge cycle",
+                Some("PUR-DISCH-FAIL"),
+            ),
+            labelled(
+                "uncov-1301",
+                "purifier",
+                "feed pump motor overload trip",
+                None,
+            ),
+            labelled(
+                "plant-1401",
+                "boiler",
+                "burner flame failure",
+                Some("BLR-FLAME-FAIL"),
+            ),
+        ];
+        let own = labelled(
+            "plant-1201",
+            "purifier",
+            "sludge ejection not detected",
+            None,
+        );
+        let new = labelled(
+            "plant-4701",
+            "purifier",
+            "sludge ejection not detected",
+            None,
+        );
+        let e = OwnSetOut::new(&examples, &[own.clone(), new.clone()]);
+        assert_eq!(e.sets_left_out(), 1);
+        let message = "sludge ejection not detected";
+        let all = e.of(&new).nearest(&["purifier".into()], message).unwrap();
+        assert!(all.similarity > 0.99, "{all:?}");
+        // Set 12 (both wordings of the fault) is not read for its own case.
+        let left = e
+            .of(&own)
+            .nearest_any(&["purifier".into()], message, None)
+            .unwrap();
+        assert_eq!(left.section, "", "{left:?}");
+        assert!(!e.of(&own).holds("plant-1202") && e.of(&own).holds("uncov-1301"));
+    }
+
+    #[test]
     fn filler_is_found_in_either_language() {
         assert!(has_filler("检查滤器。如果问题持续存在，请联系技术支持团队"));
         assert!(has_filler(
@@ -607,6 +726,9 @@ pub struct FullReport {
     pub accuracy: f64,
     /// Coverage said in the published diagnoses against the cases' truth.
     pub coverage: crate::measure::coverage::CoverageReport,
+    /// Every figure per writer and per kind style (hits: the gold section
+    /// among the published answer's passages).
+    pub breakdown: crate::measure::coverage::Breakdown,
     /// Cause-keyword hit of the full answers, and accuracy, over the cases
     /// a section is about (the uncovered ones have no expected causes).
     pub covered_keyword_hit_rate: Option<f64>,
@@ -759,6 +881,7 @@ pub async fn run_full(
     style: crate::llm::Style,
     progress: bool,
     mut record: Option<&mut dyn std::io::Write>,
+    examples: Option<&OwnSetOut>,
 ) -> FullReport {
     use crate::measure::ttft::{CaseProbes, Probe};
     let n = cases.len().max(1) as f64;
@@ -775,8 +898,13 @@ pub async fn run_full(
             cold = probe_ttft(pipeline, slot, &c.alarm, style).await;
         }
         slot.keep_cache(prefix_tokens, false).await;
+        let own = examples.map(|e| with_examples(pipeline, Some(e.of(c).clone())));
         let t = std::time::Instant::now();
-        let tr = pipeline.diagnose_traced(slot, &c.alarm, style).await;
+        let tr = own
+            .as_ref()
+            .unwrap_or(pipeline)
+            .diagnose_traced(slot, &c.alarm, style)
+            .await;
         lat.push(t.elapsed().as_secs_f64() * 1e3);
         if gold_rank(&tr.hits, &c.gold).is_some() {
             hit3 += 1;
@@ -795,12 +923,15 @@ pub async fn run_full(
             let line = serde_json::json!({"case": c.case, "diagnosis": tr.diagnosis});
             let _ = writeln!(w, "{line}");
         }
-        outcomes.push(outcome(&tr, &c.keywords));
+        let scored = outcome(&tr, &c.keywords);
+        outcomes.push(scored);
         let d = &tr.diagnosis;
         let high = d.probable_causes.iter().any(|p| p.likelihood == "high");
-        judged.push(crate::measure::coverage::Judged::of(
-            c, d.coverage, high, 0.0, None,
-        ));
+        judged.push(
+            crate::measure::coverage::Judged::of(c, d.coverage, high, 0.0, None)
+                .ranked(c, gold_rank(&tr.hits, &c.gold))
+                .named(scored.found > 0),
+        );
         if c.coverage == crate::coverage::Coverage::Covered {
             covered.push(outcome(&tr, &c.keywords));
         }
@@ -850,6 +981,7 @@ pub async fn run_full(
         triage: (scores.triage.cases > 0).then_some(scores.triage),
         accuracy: scores.accuracy,
         coverage: crate::measure::coverage::CoverageReport::of(&judged),
+        breakdown: crate::measure::coverage::Breakdown::of(&judged, &[]),
         covered_keyword_hit_rate: covered.full.keyword_hit_rate,
         covered_accuracy: covered.accuracy,
         prompt_tokens_p50: percentile(&prompt, 0.5),
@@ -1033,8 +1165,8 @@ pub async fn run_answers(
     cases: &[Case],
     modes: &[AnswerMode],
     progress: bool,
+    examples: Option<&OwnSetOut>,
 ) -> AnswersReport {
-    use std::sync::Arc;
     let pipes: Vec<crate::pipeline::Pipeline> = modes
         .iter()
         .map(|m| {
@@ -1049,7 +1181,6 @@ pub async fn run_answers(
                 model: pipeline.model.clone(),
                 counters: Arc::new(crate::pipeline::Counters::default()),
                 examples: pipeline.examples.clone(),
-                own_set_out: pipeline.own_set_out,
             }
         })
         .collect();
@@ -1059,8 +1190,11 @@ pub async fn run_answers(
         for j in 0..modes.len() {
             let k = (i + j) % modes.len();
             slot.keep_cache(prefix_tokens, false).await;
+            let own = examples.map(|e| with_examples(&pipes[k], Some(e.of(c).clone())));
             let t = std::time::Instant::now();
-            let tr = pipes[k]
+            let tr = own
+                .as_ref()
+                .unwrap_or(&pipes[k])
                 .diagnose_traced(slot, &c.alarm, crate::llm::Style::Schema)
                 .await;
             let s = &mut acc[k];

@@ -261,7 +261,6 @@ fn with_lookup(p: &Pipeline, lookup: Option<Lookup>) -> Pipeline {
         cfg: std::sync::Arc::new(cfg),
         counters: p.counters.clone(),
         examples: p.examples.clone(),
-        own_set_out: p.own_set_out,
     }
 }
 

@@ -635,7 +635,6 @@ impl Rig {
             cfg: Arc::new(cfg),
             counters,
             examples: None,
-            own_set_out: false,
         };
         Ok((p, slot))
     }
