@@ -3,14 +3,16 @@
 //! `state_dir/kv/prompts` after the answer, so an alarm that repeats after a
 //! restart (same equipment and code, new id and reading) reads only its
 //! reading and the turn's end, and another alarm of the same fault only its
-//! own alarm block. A damaged file is removed and the alarm answered; a disk
-//! that cannot be written fails no alarm.
+//! own alarm block. A damaged file is removed and the alarm answered, also
+//! one cut short while it is being restored; a disk that cannot be written
+//! fails no alarm.
 //! Real llama.cpp with the test model, through `tidewatch diagnose` (one
 //! process each: every call is a restart).
 
 mod common;
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use common::{
     alarm, assert_full_diagnosis_shape, config, diagnose_cli_logged as diagnose, free_port,
@@ -168,4 +170,84 @@ fn a_disk_that_cannot_keep_states_fails_no_alarm_and_says_why_once() {
         1,
         "{log}"
     );
+}
+
+/// `tidewatch diagnose` with `TIDEWATCH_FAULT=fault`: the diagnosis, if the
+/// process printed one, and its log with how it ended.
+fn diagnose_faulted(
+    dir: &Path,
+    cfg: &Path,
+    alarm_json: &str,
+    fault: &str,
+) -> (Option<serde_json::Value>, String) {
+    let a = dir.join("alarm.json");
+    std::fs::write(&a, alarm_json).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tidewatch"))
+        .args(["diagnose", "--config"])
+        .arg(cfg)
+        .arg("--alarm")
+        .arg(&a)
+        .env("RUST_LOG", "info")
+        .env("TIDEWATCH_FAULT", fault)
+        .env_remove("JOURNAL_STREAM")
+        .output()
+        .unwrap();
+    let log = format!(
+        "{}\n(exit: {})",
+        String::from_utf8_lossy(&out.stderr),
+        out.status
+    );
+    let d = out
+        .status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).ok())
+        .flatten();
+    (d, log)
+}
+
+/// A state file cut short after the daemon opened it (a full disk, another
+/// hand, a read error on its pages): a mapped file raised SIGBUS there and
+/// the process died before the file could be removed, at every alarm that
+/// reached it.
+#[test]
+fn a_state_cut_short_while_it_is_restored_is_removed_written_again_and_the_alarm_answered() {
+    let _serial = common::serial();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), free_port(), "pd", "", "");
+    // The fault seen twice: its states are on disk after the second.
+    for (id, reading) in [("pd-1", 93.5), ("pd-2", 95.1)] {
+        let (d, _) = diagnose(dir.path(), &cfg, &cooling(id, reading));
+        assert_full_diagnosis_shape(&d);
+    }
+    let saved = block_states(dir.path());
+    assert_eq!(saved.len(), 2, "{saved:?}");
+    let sizes: Vec<u64> = saved
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().len())
+        .collect();
+
+    let (d3, log) = diagnose_faulted(
+        dir.path(),
+        &cfg,
+        &cooling("pd-3", 96.0),
+        "truncate-prompt-state",
+    );
+    assert!(
+        log.contains("fault injection: truncate-prompt-state"),
+        "no state was cut short: {log}"
+    );
+    let d3 = d3.unwrap_or_else(|| panic!("no answer: the process died on the cut state: {log}"));
+    assert_full_diagnosis_shape(&d3);
+    assert_eq!(d3["alarm_id"], "pd-3");
+    assert!(
+        log.contains("saved prompt state does not load; removing it"),
+        "{log}"
+    );
+    // Computed again after the answer, whole.
+    assert_eq!(block_states(dir.path()), saved, "{log}");
+    for (f, size) in saved.iter().zip(&sizes) {
+        assert_eq!(std::fs::metadata(f).unwrap().len(), *size, "{f:?}: {log}");
+    }
+    let (d4, _) = diagnose(dir.path(), &cfg, &cooling("pd-4", 96.5));
+    assert!(uncached(&d4) <= SAME_ALARM_UNCACHED_MAX, "{d4}");
 }

@@ -8,11 +8,14 @@
 //! Owns which saved state best serves a prompt (`best`), and keeping,
 //! touching and dropping states in both tiers. Knows nothing about
 //! sampling; the KV side (`kv`) makes the llama.cpp calls. A disk state is
-//! mapped, not read: restoring it never holds a second copy in memory, and
-//! nothing reaches llama.cpp unless the container's length, CRC and key
-//! check out (`prefix::decode`), since llama.cpp aborts on a state it
-//! cannot read. A full or failing disk never fails an alarm: RAM and
-//! reading the prompt still work, and the journal says why once.
+//! read into memory, never mapped: a mapped file that is truncated, or whose
+//! pages the disk fails to read, raises SIGBUS when touched, which kills the
+//! daemon before the file can be removed, on every alarm that reaches it. A
+//! read returns the error (or the short length) instead. Nothing reaches
+//! llama.cpp unless the container's length, CRC and key check out
+//! (`prefix::decode`), since llama.cpp aborts on a state it cannot read. A
+//! full or failing disk never fails an alarm: RAM and reading the prompt
+//! still work, and the journal says why once.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -56,13 +59,13 @@ struct Disk {
     warned: bool,
 }
 
-/// A disk state opened for restoring: the file mapped, its container
-/// checked, the state a slice of the mapping.
+/// A disk state opened for restoring: the file read, its container
+/// checked, the state a slice of what was read.
 pub(super) struct DiskFile {
     path: PathBuf,
-    map: memmap2::Mmap,
+    bytes: Vec<u8>,
     tokens: Vec<LlamaToken>,
-    /// Where llama.cpp's state starts in the mapping.
+    /// Where llama.cpp's state starts in `bytes`.
     state_at: usize,
 }
 
@@ -71,9 +74,9 @@ impl DiskFile {
         &self.tokens
     }
 
-    /// llama.cpp's sequence state, straight from the mapping.
+    /// llama.cpp's sequence state, as read and checked.
     pub(super) fn state(&self) -> Option<&[u8]> {
-        self.map.get(self.state_at..)
+        self.bytes.get(self.state_at..)
     }
 }
 
@@ -293,29 +296,27 @@ impl Disk {
         self.dir.join(format!("block-{name}"))
     }
 
-    /// The file of `tokens`, mapped and checked; a damaged or stale one is
-    /// removed (it is computed again after this job).
+    /// The file of `tokens`, read and checked; a damaged, unreadable or
+    /// stale one is removed (it is computed again after this job).
     fn open(&mut self, tokens: &[LlamaToken]) -> Option<DiskFile> {
+        use std::io::Read;
         let path = self.path_of(tokens);
-        let file = std::fs::File::open(&path).ok()?;
-        // SAFETY: the mapping is read-only and the file is only ever
-        // replaced by rename, never written in place, so its pages do not
-        // change under us; a file truncated by another hand fails the
-        // length check below rather than fault (its pages are checked
-        // before llama.cpp reads any).
-        let map = match unsafe { memmap2::Mmap::map(&file) } {
-            Ok(m) => m,
-            Err(e) => {
-                self.failed(&e);
-                return None;
-            }
-        };
-        match prefix::decode(&map, &self.key) {
+        let mut file = std::fs::File::open(&path).ok()?;
+        truncate_fault(&path);
+        let mut bytes = Vec::new();
+        if let Err(e) = file.read_to_end(&mut bytes) {
+            // A bad block: written again, the state goes elsewhere.
+            tracing::warn!(file = %path.display(), error = %e, "saved prompt state cannot be read; removing it");
+            let _ = std::fs::remove_file(&path);
+            self.failed(&e);
+            return None;
+        }
+        match prefix::decode(&bytes, &self.key) {
             Ok((saved, state)) if saved == tokens => {
-                let state_at = map.len() - state.len();
+                let state_at = bytes.len() - state.len();
                 Some(DiskFile {
                     path,
-                    map,
+                    bytes,
                     tokens: saved,
                     state_at,
                 })
@@ -379,6 +380,23 @@ impl Disk {
         self.warned = true;
         tracing::warn!(dir = %self.dir.display(), error = %e, "prompt states cannot be kept on disk; alarms are still answered (from RAM or by reading the prompt)");
     }
+}
+
+/// `TIDEWATCH_FAULT=truncate-prompt-state` (tests): the first disk state
+/// opened is cut to half its length by another hand, after it was opened and
+/// before it is read, as a full disk's or a careless admin's would be.
+fn truncate_fault(path: &Path) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static FIRED: AtomicBool = AtomicBool::new(false);
+    if crate::fault::spec() != Some("truncate-prompt-state") || FIRED.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let len = std::fs::metadata(path).map_or(0, |m| m.len());
+    let cut = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_len(len / 2));
+    tracing::warn!(file = %path.display(), ok = cut.is_ok(), "fault injection: truncate-prompt-state");
 }
 
 /// Marks a file as just used: the disk tier evicts by modification time.
