@@ -1,6 +1,7 @@
 //! Prompt states on disk: the KV state of a prompt up to the end of its
 //! passage block, and up to its alarm's reading, is saved in
-//! `state_dir/kv/prompts` after the answer, so an alarm that repeats after a
+//! `state_dir/kv/prompts` after the answer, on its second sight (flash is
+//! written for what comes again, not for every alarm), so an alarm that repeats after a
 //! restart (same equipment and code, new id and reading) reads only its
 //! reading and the turn's end, and another alarm of the same fault only its
 //! own alarm block. A damaged file is removed and the alarm answered, also
@@ -15,7 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{
-    alarm, assert_full_diagnosis_shape, config, diagnose_cli_logged as diagnose, free_port,
+    alarm, assert_full_diagnosis_shape, config, diagnose_cli_logged as diagnose, free_port, Broker,
+    Client, Daemon,
 };
 
 /// What another alarm of the same fault may read after a restart: its alarm
@@ -71,11 +73,16 @@ fn a_repeat_after_a_restart_reads_only_its_reading_and_another_alarm_of_the_faul
     let (d1, _) = diagnose(dir.path(), &cfg, &cooling("pd-1", 93.5));
     assert_full_diagnosis_shape(&d1);
     let first = uncached(&d1);
+    // Flash is written for what is seen again: not on a first sight.
+    let saved = block_states(dir.path());
+    assert!(saved.is_empty(), "a first sight wrote {saved:?}");
+    let (d1b, _) = diagnose(dir.path(), &cfg, &cooling("pd-1b", 93.9));
+    assert_full_diagnosis_shape(&d1b);
     let saved = block_states(dir.path());
     assert_eq!(
         saved.len(),
         2,
-        "two states expected, the passage block and the alarm up to its reading: {saved:?}"
+        "on the second sight two states expected, the passage block and the alarm up to its reading: {saved:?}"
     );
     for f in &saved {
         use std::os::unix::fs::PermissionsExt;
@@ -123,6 +130,7 @@ fn a_damaged_block_state_is_removed_and_the_alarm_still_answered() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), free_port(), "pd", "", "");
     let (d1, _) = diagnose(dir.path(), &cfg, &cooling("pd-1", 93.5));
+    diagnose(dir.path(), &cfg, &cooling("pd-1b", 93.9));
     let saved = block_states(dir.path());
     assert_eq!(saved.len(), 2, "{saved:?}");
     let sizes: Vec<u64> = saved
@@ -250,4 +258,61 @@ fn a_state_cut_short_while_it_is_restored_is_removed_written_again_and_the_alarm
     }
     let (d4, _) = diagnose(dir.path(), &cfg, &cooling("pd-4", 96.5));
     assert!(uncached(&d4) <= SAME_ALARM_UNCACHED_MAX, "{d4}");
+}
+
+/// The daemon writes a prompt's states once its answer is published, and
+/// never ahead of an alarm waiting for the slot: the next job drops them
+/// (they are written at a later sight), so flash writes and their fsyncs
+/// never delay an answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_writes_states_after_the_answer_never_ahead_of_a_waiting_alarm() {
+    const T: std::time::Duration = std::time::Duration::from_secs(120);
+    let _serial = common::serial();
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), broker.port, "pdd", "", "");
+    // The fault's first sight, in a one-shot process: nothing written.
+    let (d1, _) = diagnose(dir.path(), &cfg, &cooling("pdd-1", 93.5));
+    assert_full_diagnosis_shape(&d1);
+    assert!(block_states(dir.path()).is_empty());
+
+    let mut c = Client::connect(broker.port, "pdd", "pdd-client").await;
+    let d = Daemon::launch(&cfg).within(T).ready();
+    // Its second sight, with another alarm right behind it.
+    c.publish("pdd/alarm/ME1", cooling("pdd-2", 94.0)).await;
+    let other = alarm(
+        "pdd-dg",
+        "DG2",
+        "DG-REV-PWR",
+        "major",
+        "generator",
+        "reverse power trip",
+    );
+    c.publish("pdd/alarm/DG2", other).await;
+    c.expect("pdd/diagnosis/ME1", T, |v| v["alarm_id"] == "pdd-2")
+        .await;
+    c.expect("pdd/diagnosis/DG2", T, |v| v["alarm_id"] == "pdd-dg")
+        .await;
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let written = block_states(dir.path());
+    assert!(
+        written.is_empty(),
+        "states written while an alarm waited for the slot: {written:?}\n{}",
+        d.log()
+    );
+
+    // Alone: written once its answer is out.
+    c.publish("pdd/alarm/ME1", cooling("pdd-3", 95.0)).await;
+    c.expect("pdd/diagnosis/ME1", T, |v| v["alarm_id"] == "pdd-3")
+        .await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while block_states(dir.path()).len() < 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        block_states(dir.path()).len(),
+        2,
+        "the states were not written after the answer: {}",
+        d.log()
+    );
 }
