@@ -19,11 +19,13 @@
 #   BOX_CACHE=/var/cache/tidewatch-box  where the pristine rootfs is kept between runs
 #   BOX_KEEP=1                          leave the working copy for inspection
 #   BOX_TIMEOUT=300                     seconds to wait for one diagnosis
-#   BOX_DEB=FILE                        also test this .deb (apt install, alarm, purge) after the rest
+#   BOX_DEB=FILE                        also test this .deb (apt install, alarm, a link planted
+#                                       in place of the model directory and the package
+#                                       reinstalled over it, purge) after the rest
 #   BOX_STANDIN=1                       BINARY is .ci/box-standin.sh (debugging the box)
 set -Eeuo pipefail
 
-usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
 rootfs_only=0
 if [ $# -eq 1 ] && [ "$1" = --rootfs ]; then
     rootfs_only=1
@@ -481,6 +483,22 @@ if [ -n "${BOX_DEB:-}" ]; then
     box systemctl kill --kill-who=main -s HUP mosquitto
     box systemctl start tidewatch || fail "tidewatch from the .deb did not start"
     send_alarm "box-$$-deb" "$work/diag3.json"
+    # The package's postinst runs as root at every install and upgrade, in a
+    # directory the daemon's user owns: a link that user puts in place of the
+    # model directory must not lead root's chown to its target (a root-only
+    # directory of the box's stands in for /etc).
+    models=/var/lib/tidewatch/models
+    box mkdir -m 0700 /root/twdeb
+    box runuser -u tidewatch -- sh -c 'mv "$1" "$1.moved" && ln -s /root/twdeb "$1"' sh "$models"
+    box env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --reinstall "/opt/tw/$(basename "$deb")" >"$work/reinstall.log" 2>&1 ||
+        fail "apt reinstall of $(basename "$deb") over a linked model directory failed: $(tail -20 "$work/reinstall.log")"
+    [ "$(box stat -c '%U:%G %a' /root/twdeb)" = "root:root 700" ] ||
+        fail "the package's postinst followed the link $models: its target is now $(box stat -c '%U:%G %a' /root/twdeb)"
+    grep -q "$models is a link, not a directory" "$work/reinstall.log" ||
+        fail "postinst did not name the link in place of $models: $(tail -20 "$work/reinstall.log")"
+    box runuser -u tidewatch -- sh -c 'rm "$1" && mv "$1.moved" "$1"' sh "$models"
+    box rm -rf /root/twdeb
+    say "   a link in place of $models was left alone by the package's postinst"
     box env DEBIAN_FRONTEND=noninteractive apt-get purge -y -q tidewatch >"$work/purge.log" 2>&1 ||
         fail "apt purge tidewatch failed: $(tail -20 "$work/purge.log")"
     if box getent passwd tidewatch >/dev/null; then fail "user tidewatch still exists after apt purge"; fi

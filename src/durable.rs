@@ -40,27 +40,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8], access: Access) -> std::io::Resul
     write_through(&path.with_extension("tmp"), path, bytes, access)
 }
 
-/// `write_atomic` for a file that several writers may replace at once (the
-/// slots of one model save the same prompt-prefix state): writer `writer`
-/// goes through a temp file of its own, `path` with the extension
-/// `{writer}.tmp`, so none renames another's half-written file into place.
-pub fn write_atomic_as(
-    path: &Path,
-    bytes: &[u8],
-    access: Access,
-    writer: usize,
-) -> std::io::Result<()> {
-    write_through(
-        &path.with_extension(format!("{writer}.tmp")),
-        path,
-        bytes,
-        access,
-    )
-}
-
-/// `write_atomic_as` for a file that more than one process writes (prompt
-/// states: the daemon, and `tidewatch warm` beside it): the temp file is
-/// named by the process too, so neither removes the other's half-written
+/// `write_atomic` for a file that several writers, in one process or more,
+/// may replace at once (prompt states: the slots of one model, the daemon
+/// and `tidewatch warm` beside it): writer `writer` of this process goes
+/// through a temp file of its own, `path` with the extension
+/// `{pid}-{writer}.tmp`, so none removes or renames another's half-written
 /// one. A crash leaves `*.tmp` behind; the owner of the directory removes
 /// old ones (`remove_stale_temps`).
 pub fn write_atomic_shared(
@@ -184,7 +168,7 @@ pub(crate) mod tests {
         // the temp file was written.
         std::fs::create_dir(&path).unwrap();
         std::fs::write(path.join("inside"), b"x").unwrap();
-        assert!(write_atomic_as(&path, b"state", Access::Private, 3).is_err());
+        assert!(write_atomic_shared(&path, b"state", Access::Private, 3).is_err());
         let left: Vec<_> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name())
@@ -246,14 +230,13 @@ pub(crate) mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("prefix-a-b.kv");
         // Another writer's half-written temp file is neither used nor removed.
-        std::fs::write(d.path().join("prefix-a-b.1.tmp"), b"half").unwrap();
-        write_atomic_as(&p, b"whole", Access::Private, 0).unwrap();
+        let other = format!("prefix-a-b.{}-1.tmp", std::process::id());
+        std::fs::write(d.path().join(&other), b"half").unwrap();
+        write_atomic_shared(&p, b"whole", Access::Private, 0).unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"whole");
-        assert!(!d.path().join("prefix-a-b.0.tmp").exists());
-        assert_eq!(
-            std::fs::read(d.path().join("prefix-a-b.1.tmp")).unwrap(),
-            b"half"
-        );
+        let own = format!("prefix-a-b.{}-0.tmp", std::process::id());
+        assert!(!d.path().join(own).exists());
+        assert_eq!(std::fs::read(d.path().join(&other)).unwrap(), b"half");
         assert_eq!(mode(&p), 0o600);
     }
 

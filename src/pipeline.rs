@@ -280,6 +280,7 @@ impl Pipeline {
                 summary_last: llm.summary.after_lists(),
                 summary_composed: llm.summary == crate::config::Summary::Composed,
                 item_tokens: llm.item_tokens as usize,
+                save_on_publish: false,
             },
             hits: used,
             candidates,
@@ -394,6 +395,8 @@ impl Pipeline {
         let wd = self.cfg.watchdog;
         let mut first = self.prepare(alarm, hits.clone(), false, style);
         first.request.trace_steps = steps;
+        // The daemon's worker says when the answer is published.
+        first.request.save_on_publish = preemptible;
         let prepared_hits = first.hits.clone();
         let candidates = first.candidates.clone();
         let mut first_output = None;

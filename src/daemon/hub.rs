@@ -63,6 +63,8 @@ pub(super) struct Hub {
     /// Diagnoses written to the outbox since the last flush, with their
     /// entry: published once the flush has fsync'd them.
     staged: Vec<(Key, u64, bool)>,
+    /// Workers waiting for their staged diagnoses to be published.
+    published: Vec<tokio::sync::oneshot::Sender<()>>,
     /// The connection the poller last reported up; None while it is down.
     live: Option<u64>,
     /// Alarms to answer from retrieval alone (the queue was full), taken
@@ -153,6 +155,7 @@ impl Hub {
             unsent_acks: Vec::new(),
             unsynced: Vec::new(),
             staged: Vec::new(),
+            published: Vec::new(),
             live: None,
             backlog: std::collections::VecDeque::new(),
             inbox_refused: 0,
@@ -212,7 +215,10 @@ impl Hub {
                 }
                 Some(m) = done.recv() => match m {
                     FromWorker::Taking { keys, go } => self.taking(&keys, go),
-                    FromWorker::Done(d) => self.finish(d.alarms, d.diagnosis, d.slot),
+                    FromWorker::Done(d) => {
+                        self.published.extend(d.published);
+                        self.finish(d.alarms, d.diagnosis, d.slot)
+                    }
                 },
                 Some(ev) = events.recv() => self.on_event(ev).await,
                 Some(p) = qos0.recv() => self.intake(p, true).await,
@@ -444,6 +450,9 @@ impl Hub {
             }
             let out = self.delivery.stored(key, seq);
             self.carry_out(out);
+        }
+        for p in self.published.drain(..) {
+            let _ = p.send(());
         }
         tracing::debug!(alarms, diagnoses, acked, "flushed");
     }

@@ -150,6 +150,9 @@ struct Done {
     alarms: Vec<(Alarm, Key)>,
     diagnosis: Diagnosis,
     slot: Option<usize>,
+    /// Told once the diagnosis is published: the slot writes its prompt's
+    /// disk states after that, never before (`Slot::published`).
+    published: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 /// What a worker tells the hub.

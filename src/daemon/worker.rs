@@ -19,17 +19,32 @@ pub(super) async fn run(
     done: mpsc::UnboundedSender<FromWorker>,
     cancel: CancellationToken,
 ) -> Slot {
+    // The last answer's publication, after which its slot writes the
+    // prompt's disk states; a job that comes first drops them.
+    let mut published: Option<tokio::sync::oneshot::Receiver<()>> = None;
     loop {
         let job = s.queue().pop();
         let Some(job) = job else {
             tokio::select! {
                 _ = cancel.cancelled() => return slot,
                 _ = s.work.notified() => {}
+                r = async {
+                    match published.as_mut() {
+                        Some(rx) => rx.await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    published = None;
+                    if r.is_ok() {
+                        slot.published();
+                    }
+                }
                 // Belt and braces against a lost wake-up.
                 _ = tokio::time::sleep(Duration::from_millis(500)) => {}
             }
             continue;
         };
+        published = None;
         // The attempt is on disk before the model sees the alarm. A job
         // pre-empted before runs on as the same attempt: counting it again
         // would call a power cut after a pre-emption a poison alarm.
@@ -76,14 +91,18 @@ pub(super) async fn run(
                     alarms: j.alarms,
                     diagnosis: d,
                     slot: None,
+                    published: None,
                 })));
             }
             continue;
         };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        published = Some(rx);
         let _ = done.send(FromWorker::Done(Box::new(Done {
             alarms: job.alarms,
             diagnosis: d,
             slot: Some(slot.id),
+            published: Some(tx),
         })));
     }
 }

@@ -47,6 +47,12 @@ pub struct GenRequest {
     /// Tokens of a chosen item the model is shown back in its answer (0:
     /// the whole item); the published item is whole either way.
     pub item_tokens: usize,
+    /// The daemon: the prompt's disk states are written only once the
+    /// answer is published (`Slot::published`), and dropped if another job
+    /// comes first, so that neither the answer nor a waiting alarm waits for
+    /// flash writes. False: written right after the answer (one-shot
+    /// commands, which exit after it).
+    pub save_on_publish: bool,
 }
 
 /// One token the model chose, with the highest raw logits of the row it was

@@ -52,6 +52,9 @@ pub(super) struct Kv<'m> {
     /// The last answer's prompt, whose state is still to be saved
     /// (`save_unsaved`): its length, and where its passage block ends.
     unsaved: Option<(usize, Cuts)>,
+    /// The last answer's prompt, kept in RAM, whose disk states wait for the
+    /// answer to be published (`save_published`); the next job drops them.
+    disk_pending: Option<(usize, Cuts)>,
 }
 
 impl<'m> Kv<'m> {
@@ -85,6 +88,7 @@ impl<'m> Kv<'m> {
             prompts,
             verify_ms: None,
             unsaved: None,
+            disk_pending: None,
         }
     }
 
@@ -452,36 +456,72 @@ impl<'m> Kv<'m> {
         self.unsaved = Some((prompt_len, cuts));
     }
 
-    /// Saves the state of the last answer's prompt (`unsaved`), if any. The
-    /// slot thread calls it once the answer is sent: copying the state out
-    /// takes ~120 ms with the 1.5B stand-in here, writing it to disk more,
-    /// which an alarm's answer need not wait for. A job that comes first
-    /// saves it before it starts.
+    /// Saves the state of the last answer's prompt (`unsaved`), if any, in
+    /// RAM and on disk. One-shot commands call it once the answer is sent:
+    /// copying the state out takes ~120 ms with the 1.5B stand-in here,
+    /// writing it to disk more, which an answer need not wait for. A job
+    /// that comes first saves it before it starts. Disk states the daemon
+    /// left for after the publication (`save_unsaved_ram`) are dropped: a
+    /// job that comes first never waits for flash writes.
     pub(super) fn save_unsaved(&mut self) {
+        if self.disk_pending.take().is_some() {
+            tracing::debug!(
+                slot = self.slot,
+                "a job came before the last answer's disk states: not written"
+            );
+        }
         if let Some((n, cuts)) = self.unsaved.take() {
-            self.save_prompt(n, cuts);
+            if self.save_ram(n) {
+                self.save_disk(n, cuts);
+            }
         }
     }
 
-    /// Keeps this job's prompt state for later alarms that share it: the
-    /// whole prompt in RAM, and on disk (across restarts) the prompt up to
-    /// the alarm's reading (what the same alarm raised again shares) and up
-    /// to its passage block (what alarms of the same sections share). The
-    /// generated tokens are dropped first: no later prompt contains them.
-    fn save_prompt(&mut self, prompt_len: usize, cuts: Cuts) {
+    /// The daemon's half of `save_unsaved`, once the answer is sent: the
+    /// state in RAM now (a copy in memory, which the next job may restore),
+    /// the disk states only when the answer is published (`save_published`).
+    pub(super) fn save_unsaved_ram(&mut self) {
+        if let Some((n, cuts)) = self.unsaved.take() {
+            if self.save_ram(n) {
+                self.disk_pending = Some((n, cuts));
+            }
+        }
+    }
+
+    /// Writes the disk states `save_unsaved_ram` left, if no job came since.
+    pub(super) fn save_published(&mut self) {
+        if let Some((n, cuts)) = self.disk_pending.take() {
+            if self.tokens.len() == n {
+                self.save_disk(n, cuts);
+            }
+        }
+    }
+
+    /// Brings the cache back to the prompt of `prompt_len` tokens (the
+    /// generated tokens dropped: no later prompt contains them) and keeps
+    /// its whole state in RAM; false when the cache no longer holds it.
+    fn save_ram(&mut self, prompt_len: usize) -> bool {
         if prompt_len == 0 || self.truncate(prompt_len).is_err() || self.tokens.len() != prompt_len
         {
-            return;
+            return false;
         }
         if self.prompts.ram_enabled() {
             if let Ok(Some(state)) = self.read_state(self.prompts.ram_limit()) {
                 self.prompts.insert_ram(self.tokens.clone(), state);
             }
         }
+        true
+    }
+
+    /// Keeps on disk, across restarts, the prompt up to the alarm's reading
+    /// (what the same alarm raised again shares) and up to its passage
+    /// block (what alarms of the same sections share), each on its second
+    /// sight and within the day's flash budget (`prompt_cache`).
+    fn save_disk(&mut self, prompt_len: usize, cuts: Cuts) {
         // Longest first: each is the cache cut back to it, and the next job
         // reads what follows the cut it restores either way.
         for cut in cuts.within(prompt_len) {
-            if !self.prompts.disk_wants(&self.tokens[..cut]) {
+            if !self.prompts.disk_wants_again(&self.tokens[..cut]) {
                 continue;
             }
             if self.truncate(cut).is_err() {
@@ -495,6 +535,7 @@ impl<'m> Kv<'m> {
     /// file's size when it was written.
     fn save_block(&mut self) -> Option<usize> {
         match self.read_state(usize::MAX) {
+            Ok(Some(state)) if !self.prompts.disk_budget_takes(&self.tokens, state.len()) => None,
             Ok(Some(state)) => self.prompts.insert_disk(&self.tokens, &state, self.slot),
             Ok(None) => None,
             Err(e) => {

@@ -230,13 +230,18 @@ pub fn decode<'b>(
 /// Saves a state file (`crate::durable`: a crash never leaves half a state
 /// under the real name), creating `state_dir/kv` if need be. Private
 /// whatever the umask: the state is the prompt's cache, and the prompt holds
-/// the fleet's manuals. Slots starting together may save the same file, so
-/// each writes through a temp file of its own.
+/// the fleet's manuals. Slots starting together may save the same file, and
+/// so may the daemon and `tidewatch warm` beside it (each with its slot 0),
+/// so each writes through a temp file named by its process and slot: a name
+/// shared by two processes let one remove the other's half-written file and
+/// rename its own, or the other's half, into place.
 pub fn save(path: &Path, bytes: &[u8], slot: usize) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
+    // What a crash mid-write left; a live writer's is seconds old.
+    crate::durable::remove_stale_temps(dir, std::time::Duration::from_secs(3600));
     crate::durable::cache_room(dir, bytes.len() as u64)?;
-    crate::durable::write_atomic_as(path, bytes, crate::durable::Access::Private, slot)
+    crate::durable::write_atomic_shared(path, bytes, crate::durable::Access::Private, slot)
 }
 
 /// Removes saved prefix states other than `keep` (older prompts or models):

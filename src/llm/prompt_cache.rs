@@ -8,11 +8,14 @@
 //! Owns which saved state best serves a prompt (`best`), and keeping,
 //! touching and dropping states in both tiers. Knows nothing about
 //! sampling; the KV side (`kv`) makes the llama.cpp calls. A disk state is
-//! mapped, not read: restoring it never holds a second copy in memory, and
-//! nothing reaches llama.cpp unless the container's length, CRC and key
-//! check out (`prefix::decode`), since llama.cpp aborts on a state it
-//! cannot read. A full or failing disk never fails an alarm: RAM and
-//! reading the prompt still work, and the journal says why once.
+//! read into memory, never mapped: a mapped file that is truncated, or whose
+//! pages the disk fails to read, raises SIGBUS when touched, which kills the
+//! daemon before the file can be removed, on every alarm that reaches it. A
+//! read returns the error (or the short length) instead. Nothing reaches
+//! llama.cpp unless the container's length, CRC and key check out
+//! (`prefix::decode`), since llama.cpp aborts on a state it cannot read. A
+//! full or failing disk never fails an alarm: RAM and reading the prompt
+//! still work, and the journal says why once.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -27,6 +30,66 @@ use super::tokens::Cuts;
 /// Restoring a saved state copies megabytes; a gain of a few tokens is read
 /// faster than that.
 const MIN_RESTORE_GAIN: usize = 32;
+
+/// Bytes of prompt states the disk tier may write for alarms in a day, so
+/// that the board's eMMC outlives ten years of service. An 8 GB MLC eMMC
+/// rated ~3,000 P/E cycles takes ~24 TB of flash writes; at a write
+/// amplification of 4 (ext4 journal, the eMMC's own mapping) that is ~6 TB
+/// from the host, 1.6 GB a day over ten years for everything the board
+/// writes. Prompt states get a quarter: the OS, the journal, the broker's
+/// database and the inbox and outbox the rest. One state of a 1.7B-class
+/// model (~112 KiB a token at f16) is ~40 MiB: about ten a day. Beyond the
+/// budget the alarm is still answered, by reading its prompt.
+/// deploy/bench-flash.sh measures what an answered alarm writes.
+pub const FLASH_BUDGET_PER_DAY: u64 = 384 << 20;
+
+/// A cut's state is written on its second sight only: most alarms' passage
+/// blocks are never seen again, and a state written for one sight is 40 MiB
+/// of flash for nothing. The first sight leaves an empty marker (a directory
+/// entry, no data) that counts for this long.
+const SIGHTING_TTL: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+
+/// The disk tier's writes for alarms within `FLASH_BUDGET_PER_DAY`, over
+/// days that start at the first write after the last one ended. In memory:
+/// a restart starts a new day, and restarts are rare.
+#[derive(Debug)]
+struct WriteBudget {
+    per_day: u64,
+    day_started: Option<std::time::Instant>,
+    used: u64,
+    /// The journal said this day's budget is spent.
+    warned: bool,
+}
+
+impl WriteBudget {
+    const DAY: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+    fn new(per_day: u64) -> Self {
+        Self {
+            per_day,
+            day_started: None,
+            used: 0,
+            warned: false,
+        }
+    }
+
+    /// Whether `bytes` more fit today's budget at `now`; if so they count.
+    fn take(&mut self, now: std::time::Instant, bytes: u64) -> bool {
+        if self
+            .day_started
+            .is_none_or(|t| now.saturating_duration_since(t) >= Self::DAY)
+        {
+            self.day_started = Some(now);
+            self.used = 0;
+            self.warned = false;
+        }
+        if self.used + bytes > self.per_day {
+            return false;
+        }
+        self.used += bytes;
+        true
+    }
+}
 
 /// A finished job's prompt and the KV state that holds it.
 struct SavedPrompt {
@@ -54,15 +117,17 @@ struct Disk {
     key: StateKey,
     /// The journal said once that the disk fails; later failures go to debug.
     warned: bool,
+    /// What alarms' saves may still write today.
+    budget: WriteBudget,
 }
 
-/// A disk state opened for restoring: the file mapped, its container
-/// checked, the state a slice of the mapping.
+/// A disk state opened for restoring: the file read, its container
+/// checked, the state a slice of what was read.
 pub(super) struct DiskFile {
     path: PathBuf,
-    map: memmap2::Mmap,
+    bytes: Vec<u8>,
     tokens: Vec<LlamaToken>,
-    /// Where llama.cpp's state starts in the mapping.
+    /// Where llama.cpp's state starts in `bytes`.
     state_at: usize,
 }
 
@@ -71,9 +136,9 @@ impl DiskFile {
         &self.tokens
     }
 
-    /// llama.cpp's sequence state, straight from the mapping.
+    /// llama.cpp's sequence state, as read and checked.
     pub(super) fn state(&self) -> Option<&[u8]> {
-        self.map.get(self.state_at..)
+        self.bytes.get(self.state_at..)
     }
 }
 
@@ -109,11 +174,13 @@ impl PromptCache {
     pub(super) fn new(limit: usize, disk: Option<(&DiskSpec, prefix::StateShape)>) -> Self {
         let disk = disk.filter(|(d, _)| d.limit > 0).map(|(d, shape)| {
             crate::durable::remove_stale_temps(&d.dir, std::time::Duration::from_secs(3600));
+            remove_old_sightings(&d.dir, SIGHTING_TTL);
             Disk {
                 dir: d.dir.clone(),
                 limit: d.limit,
                 key: StateKey::new(&d.model_key, &prefix::state_build(&d.kv_type), shape),
                 warned: false,
+                budget: WriteBudget::new(FLASH_BUDGET_PER_DAY),
             }
         });
         Self {
@@ -141,6 +208,7 @@ impl PromptCache {
             for (path, _, _) in d.files() {
                 let _ = std::fs::remove_file(path);
             }
+            remove_old_sightings(&d.dir, std::time::Duration::ZERO);
         }
     }
 
@@ -224,6 +292,45 @@ impl PromptCache {
             .is_some_and(|d| !d.path_of(tokens).exists())
     }
 
+    /// Whether an alarm's save should write the state of `tokens` now: the
+    /// tier has no file of them and they were seen before (their second
+    /// sight); a first sight is only noted.
+    pub(super) fn disk_wants_again(&mut self, tokens: &[LlamaToken]) -> bool {
+        let Some(d) = self.disk.as_mut() else {
+            return false;
+        };
+        let path = d.path_of(tokens);
+        if path.exists() {
+            return false;
+        }
+        if sighting(&path).exists() {
+            return true;
+        }
+        if let Err(e) = std::fs::create_dir_all(&d.dir).and_then(|()| note_sighting(&path)) {
+            d.failed(&e);
+        }
+        false
+    }
+
+    /// Whether an alarm's save of `tokens` (`state` bytes) fits today's
+    /// flash budget; if so it counts against it.
+    pub(super) fn disk_budget_takes(&mut self, tokens: &[LlamaToken], state: usize) -> bool {
+        let Some(d) = self.disk.as_mut() else {
+            return false;
+        };
+        let bytes = prefix::encoded_len(tokens.len(), state) as u64;
+        if d.budget.take(std::time::Instant::now(), bytes) {
+            return true;
+        }
+        if !std::mem::replace(&mut d.budget.warned, true) {
+            tracing::info!(
+                budget_mib = FLASH_BUDGET_PER_DAY >> 20,
+                "the day's flash budget for prompt states is spent; states are kept in RAM only until it renews"
+            );
+        }
+        false
+    }
+
     /// Whether there is a disk tier.
     pub(super) fn disk_enabled(&self) -> bool {
         self.disk.is_some()
@@ -266,6 +373,7 @@ impl PromptCache {
             }) {
             Ok(()) => {
                 tracing::debug!(tokens = tokens.len(), bytes = bytes.len(), ms = t0.elapsed().as_millis() as u64, file = %path.display(), "prompt state saved to disk");
+                let _ = std::fs::remove_file(sighting(&path));
                 d.evict(&path);
                 Some(bytes.len())
             }
@@ -293,29 +401,28 @@ impl Disk {
         self.dir.join(format!("block-{name}"))
     }
 
-    /// The file of `tokens`, mapped and checked; a damaged or stale one is
-    /// removed (it is computed again after this job).
+    /// The file of `tokens`, read and checked; a damaged, unreadable or
+    /// stale one is removed (it is computed again after this job).
     fn open(&mut self, tokens: &[LlamaToken]) -> Option<DiskFile> {
+        use std::io::Read;
         let path = self.path_of(tokens);
-        let file = std::fs::File::open(&path).ok()?;
-        // SAFETY: the mapping is read-only and the file is only ever
-        // replaced by rename, never written in place, so its pages do not
-        // change under us; a file truncated by another hand fails the
-        // length check below rather than fault (its pages are checked
-        // before llama.cpp reads any).
-        let map = match unsafe { memmap2::Mmap::map(&file) } {
-            Ok(m) => m,
-            Err(e) => {
-                self.failed(&e);
-                return None;
-            }
-        };
-        match prefix::decode(&map, &self.key) {
+        let mut file = std::fs::File::open(&path).ok()?;
+        truncate_fault(&path);
+        let mut bytes = Vec::new();
+        if let Err(e) = file.read_to_end(&mut bytes) {
+            // A bad block: written again, the state goes elsewhere.
+            tracing::warn!(file = %path.display(), error = %e, "saved prompt state cannot be read; removing it");
+            let _ = std::fs::remove_file(&path);
+            let _ = note_sighting(&path);
+            self.failed(&e);
+            return None;
+        }
+        match prefix::decode(&bytes, &self.key) {
             Ok((saved, state)) if saved == tokens => {
-                let state_at = map.len() - state.len();
+                let state_at = bytes.len() - state.len();
                 Some(DiskFile {
                     path,
-                    map,
+                    bytes,
                     tokens: saved,
                     state_at,
                 })
@@ -328,6 +435,8 @@ impl Disk {
             Err(reason) => {
                 tracing::warn!(file = %path.display(), %reason, "saved prompt state does not load; removing it");
                 let _ = std::fs::remove_file(&path);
+                // It was wanted: this job's save writes it again.
+                let _ = note_sighting(&path);
                 None
             }
         }
@@ -378,6 +487,55 @@ impl Disk {
         }
         self.warned = true;
         tracing::warn!(dir = %self.dir.display(), error = %e, "prompt states cannot be kept on disk; alarms are still answered (from RAM or by reading the prompt)");
+    }
+}
+
+/// `TIDEWATCH_FAULT=truncate-prompt-state` (tests): the first disk state
+/// opened is cut to half its length by another hand, after it was opened and
+/// before it is read, as a full disk's or a careless admin's would be.
+fn truncate_fault(path: &Path) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static FIRED: AtomicBool = AtomicBool::new(false);
+    if crate::fault::spec() != Some("truncate-prompt-state") || FIRED.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let len = std::fs::metadata(path).map_or(0, |m| m.len());
+    let cut = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_len(len / 2));
+    tracing::warn!(file = %path.display(), ok = cut.is_ok(), "fault injection: truncate-prompt-state");
+}
+
+/// The marker of a state's first sight: its file's name, `.seen`.
+fn sighting(state: &Path) -> PathBuf {
+    state.with_extension("seen")
+}
+
+/// Notes a first sight of `state`'s tokens. Not fsync'd: a marker lost to a
+/// power cut only puts the save off to a later sight.
+fn note_sighting(state: &Path) -> std::io::Result<()> {
+    std::fs::File::options()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(sighting(state))
+        .map(drop)
+}
+
+/// Removes first-sight markers older than `age` (ZERO: all).
+fn remove_old_sightings(dir: &Path, age: std::time::Duration) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_none_or(|a| a >= age);
+        if old && p.extension().is_some_and(|x| x == "seen") {
+            let _ = std::fs::remove_file(p);
+        }
     }
 }
 
@@ -582,6 +740,63 @@ mod tests {
         c.insert_disk(&prompt(0, 100), b"state", 0);
         assert!(c.disk.as_ref().unwrap().warned);
         assert!(c.best(&prompt(0, 100), at_block(100), 0).is_none());
+    }
+
+    #[test]
+    fn a_first_sight_writes_no_state_and_the_second_does() {
+        let d = tempfile::tempdir().unwrap();
+        let block = prompt(0, 100);
+        let mut c = with_disk(d.path(), 1 << 20);
+        assert!(!c.disk_wants_again(&block), "written on its first sight");
+        // A restart between the sights: the marker is on disk.
+        let mut c = with_disk(d.path(), 1 << 20);
+        assert!(
+            c.disk_wants_again(&block),
+            "not written on its second sight"
+        );
+        c.insert_disk(&block, b"state", 0);
+        assert!(!c.disk_wants_again(&block), "written again while on disk");
+        let names: Vec<String> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names.len(),
+            1,
+            "the marker stayed beside the state: {names:?}"
+        );
+    }
+
+    #[test]
+    fn a_state_removed_as_damaged_is_written_again_at_its_next_save() {
+        let d = tempfile::tempdir().unwrap();
+        let block = prompt(0, 100);
+        let mut c = with_disk(d.path(), 1 << 20);
+        c.insert_disk(&block, b"the llama state", 0);
+        let path = c.disk.as_ref().unwrap().path_of(&block);
+        std::fs::write(&path, b"TWKV").unwrap();
+        assert!(c.best(&block, at_block(100), 0).is_none());
+        assert!(c.disk_wants_again(&block));
+    }
+
+    #[test]
+    fn the_days_flash_budget_stops_writes_and_renews_a_day_later() {
+        let t0 = std::time::Instant::now();
+        let mut b = WriteBudget::new(100);
+        assert!(b.take(t0, 60));
+        assert!(b.take(t0 + std::time::Duration::from_secs(3600), 40));
+        assert!(!b.take(t0 + std::time::Duration::from_secs(7200), 1));
+        assert!(b.take(t0 + WriteBudget::DAY, 100));
+        assert!(!b.take(t0 + WriteBudget::DAY, 1));
+    }
+
+    /// The budget's arithmetic: ten years of it, written four times over by
+    /// the eMMC, is a quarter of what 3,000 cycles of 8 GB allow.
+    #[test]
+    fn ten_years_of_the_flash_budget_is_a_quarter_of_the_emmcs_endurance() {
+        let endurance: u64 = 8_000_000_000 * 3000;
+        let ten_years = FLASH_BUDGET_PER_DAY * 4 * 3653;
+        assert!(ten_years <= endurance / 4, "{ten_years} of {endurance}");
     }
 
     #[test]

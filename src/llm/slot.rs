@@ -124,6 +124,13 @@ impl Slot {
         }
     }
 
+    /// The answer of the slot's last job is published: its prompt's disk
+    /// states may be written now (`GenRequest::save_on_publish`). Never
+    /// waits: a slot busy with another job has dropped them.
+    pub fn published(&self) {
+        let _ = self.tx.try_send(thread::SlotMsg::Published);
+    }
+
     /// Keeps only the first `n` tokens of the slot's KV cache (0: all gone)
     /// and no saved prompt state in RAM (nor on disk, with `disk_too`), so a
     /// measurement can start cold or from the static prefix alone.

@@ -38,6 +38,9 @@ pub(super) enum SlotMsg {
         usize,
         tokio::sync::oneshot::Sender<Result<Vec<f64>, LlmError>>,
     ),
+    /// The last answer is published: write its prompt's disk states, if no
+    /// job came since (`GenRequest::save_on_publish`).
+    Published,
     /// Read a prompt's passage block and keep its state on disk
     /// (`tidewatch warm`).
     WarmBlock(
@@ -135,8 +138,13 @@ pub(super) fn run(
                 let r = generate(&mut state, &req);
                 progress.finish_job();
                 let _ = reply.send(r);
-                state.save_unsaved();
+                if req.save_on_publish {
+                    state.save_unsaved_ram();
+                } else {
+                    state.save_unsaved();
+                }
             }
+            SlotMsg::Published => state.save_published(),
             SlotMsg::Keep(n, disk_too, reply) => {
                 state.keep(n, disk_too);
                 let _ = reply.send(());
