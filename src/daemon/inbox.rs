@@ -621,4 +621,21 @@ mod tests {
         let (ib, _) = Inbox::open(d.path(), 1 << 20).unwrap();
         assert_eq!(keys(&ib), accepted, "an accepted alarm was lost");
     }
+
+    // The bound config validation puts on `inbox.max_bytes`: the largest
+    // alarm, with the longest topic it is sized for, fits with its attempts.
+    #[test]
+    fn an_inbox_of_the_least_size_allowed_holds_one_alarm_of_the_largest_size() {
+        let d = tempfile::tempdir().unwrap();
+        let largest = 1 << 20;
+        let least = largest as u64 + crate::config::INBOX_RECORD_ROOM;
+        let (mut ib, _) = Inbox::open(d.path(), least).unwrap();
+        let topic = "t".repeat(crate::config::ALARM_TOPIC_ROOM);
+        ib.append(k(1), &topic, &vec![b'x'; largest]).unwrap();
+        for n in 1..=POISON_AFTER + 1 {
+            assert_eq!(ib.attempt(&k(1)).unwrap(), Some(n));
+        }
+        ib.sync().unwrap();
+        assert!(ib.size() <= least, "{} > {least}", ib.size());
+    }
 }
