@@ -5,9 +5,11 @@
 //! path for `tidewatch warm` and for the warm tier of `eval --tiers`, so
 //! what the eval measures is what the command leaves on disk.
 //!
-//! Owns which alarms stand for the manuals and the loop over them; the slot
-//! reads and saves (`Slot::warm_block`). Never evicts a state to make room,
-//! and never prints: the caller reports progress.
+//! Owns which alarms stand for the manuals and the loop over them, and what
+//! the run may cost beside the daemon (one slot, no RAM tier, first in line
+//! for the OOM killer, never root's files in the daemon's state dir); the
+//! slot reads and saves (`Slot::warm_block`). Never evicts a state to make
+//! room, and never prints: the caller reports progress.
 
 use crate::alarm::{Alarm, Severity};
 use crate::llm::{BlockWarm, Slot, Style};
@@ -19,6 +21,67 @@ use crate::retrieval::Index;
 pub enum WarmError {
     #[error("llm.prompt_cache_disk_mib is 0: there is no disk tier to warm")]
     NoDisk,
+    #[error("state_dir {dir} belongs to uid {owner}, and warm runs as root: the daemon could neither read nor replace the states root would write there; run it as the owner (sudo -u '#{owner}' tidewatch warm ...), as tidewatch-warm.service does")]
+    RootInOthersDir { dir: String, owner: u32 },
+    #[error("state_dir {dir}: {source}")]
+    StateDir { dir: String, source: std::io::Error },
+}
+
+/// What warm asks of the OOM killer (`/proc/self/oom_score_adj`, also
+/// `OOMScoreAdjust=` in tidewatch-warm.service): the most, so that when
+/// memory runs out beside the daemon the kernel kills warm, which loses
+/// nothing but time, and never the daemon or the broker. Raising it needs
+/// no privilege, so a run by hand gets it too.
+pub const OOM_SCORE_ADJ: i32 = 1000;
+
+/// The settings warm runs under: the daemon's model, context shape and disk
+/// tier (so the states it writes are the ones the daemon reads), but one
+/// slot, since it reads one block at a time, and no RAM tier, since no
+/// block is read twice: a second context and a RAM cache beside the
+/// daemon's would only take the board's memory.
+pub fn settings(mut cfg: crate::config::Config) -> crate::config::Config {
+    cfg.llm.slots = 1;
+    cfg.llm.prompt_cache_mib = 0;
+    cfg
+}
+
+/// Whether root may write states into a state dir owned by `owner`: only
+/// its own. Root-owned states in the daemon's dir are states the daemon
+/// can neither read (0600) nor replace.
+pub fn root_may_write(euid: u32, owner: u32) -> bool {
+    euid != 0 || owner == 0
+}
+
+/// Refuses a run as root in a state dir another user owns (see
+/// `root_may_write`). A state dir not made yet is root's to make.
+pub fn check_owner(state_dir: &std::path::Path) -> Result<(), WarmError> {
+    use std::os::unix::fs::MetadataExt;
+    let owner = match std::fs::metadata(state_dir) {
+        Ok(m) => m.uid(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(WarmError::StateDir {
+                dir: state_dir.display().to_string(),
+                source,
+            })
+        }
+    };
+    if root_may_write(nix::unistd::geteuid().as_raw(), owner) {
+        Ok(())
+    } else {
+        Err(WarmError::RootInOthersDir {
+            dir: state_dir.display().to_string(),
+            owner,
+        })
+    }
+}
+
+/// Puts warm first in line for the OOM killer (`OOM_SCORE_ADJ`). Best
+/// effort: a kernel without the file still warms.
+pub fn be_the_oom_victim() {
+    if let Err(e) = std::fs::write("/proc/self/oom_score_adj", OOM_SCORE_ADJ.to_string()) {
+        tracing::warn!(error = %e, "cannot raise warm's oom_score_adj; out of memory, the kernel may pick the daemon");
+    }
 }
 
 /// The alarm a manual's own causes section describes: its code, the
@@ -116,6 +179,31 @@ pub async fn warm_blocks(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn root_writes_only_into_its_own_state_dir() {
+        assert!(!root_may_write(0, 998), "the daemon's dir");
+        assert!(root_may_write(0, 0));
+        assert!(root_may_write(998, 998));
+        assert!(
+            root_may_write(1000, 998),
+            "the file system refuses it anyway"
+        );
+    }
+
+    #[test]
+    fn warm_runs_one_slot_without_a_ram_tier_in_the_daemons_shape() {
+        let text = "state_dir = \"/tmp/tw\"\n[knowledge]\nindex = \"k.twx\"\n[llm]\nmodel = \"m.gguf\"\nslots = 4\nctx = 4096\nprompt_cache_mib = 512\n";
+        let daemon = crate::config::parse(text, std::path::Path::new("/tmp/tw.toml")).unwrap();
+        let w = settings(crate::config::parse(text, std::path::Path::new("/tmp/tw.toml")).unwrap());
+        assert_eq!((w.llm.slots, w.llm.prompt_cache_mib), (1, 0));
+        assert_eq!(w.llm.ctx, daemon.llm.ctx);
+        assert_eq!(w.llm.kv_type, daemon.llm.kv_type);
+        assert_eq!(
+            w.llm.prompt_cache_disk_mib,
+            daemon.llm.prompt_cache_disk_mib
+        );
+    }
 
     #[test]
     fn what_is_left_needs_the_size_of_a_block_even_when_none_was_written() {

@@ -174,3 +174,117 @@ fn warm_without_a_disk_tier_or_with_unknown_codes_says_why() {
     assert!(!ok, "{out}");
     assert!(err.contains("--codes NO-SUCH-CODE"), "{err}");
 }
+
+// Issue 47: warm started every configured slot, a context each, but used
+// one; beside the daemon on a 4 GB board the OOM killer then picked the
+// daemon.
+#[test]
+fn warm_starts_one_slot_and_is_the_oom_killers_first_pick() {
+    let _serial = common::serial();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        free_port(),
+        "warm",
+        "prompt_cache_disk_mib = 24\nslots = 3",
+        "",
+    );
+    // A file, not a pipe: nothing reads the log until warm has exited.
+    let log = dir.path().join("warm.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tidewatch"))
+        .args(["warm", "--codes", "ADCP-NO-DATA", "--config"])
+        .arg(&cfg)
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    // Read while it runs: it sets its own score before it loads the model.
+    let adj = format!("/proc/{}/oom_score_adj", child.id());
+    let mut most = i32::MIN;
+    // Not a speed check: a warm that logs from its slot thread once hung
+    // for good (stderr locked across the wait for that thread).
+    let hung = std::time::Instant::now() + std::time::Duration::from_secs(900);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > hung {
+            let _ = child.kill();
+            panic!(
+                "warm hung:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        if let Some(v) = std::fs::read_to_string(&adj)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            most = most.max(v);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let status = child.wait().unwrap();
+    let err = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "{err}");
+    assert_eq!(most, 1000, "warm's oom_score_adj");
+    // Each slot puts the static prefix in its context at start, and says so.
+    let slots: std::collections::BTreeSet<&str> = err
+        .lines()
+        .filter(|l| l.contains("prompt prefix"))
+        .filter_map(|l| l.split("slot=").nth(1)?.split_whitespace().next())
+        .collect();
+    assert_eq!(
+        slots.into_iter().collect::<Vec<_>>(),
+        vec!["0"],
+        "slots started:\n{err}"
+    );
+}
+
+// Issue 47: run with sudo, warm wrote root-owned states into the daemon's
+// state dir, which the daemon could neither read nor replace.
+#[test]
+fn warm_as_root_leaves_the_daemons_state_dir_alone() {
+    if !nix::unistd::geteuid().is_root() {
+        panic!(
+            "this test checks what warm does as root: run it as root (the box and CI run as root)"
+        );
+    }
+    let _serial = common::serial();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        free_port(),
+        "warm",
+        "prompt_cache_disk_mib = 24",
+        "",
+    );
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let daemon = nix::unistd::Uid::from_raw(64_999);
+    nix::unistd::chown(&state, Some(daemon), None).unwrap();
+    let (ok, out, err) = warm(&cfg, &["--codes", "ADCP-NO-DATA"]);
+    assert!(
+        !ok,
+        "warm ran as root in uid 64999's state dir:\n{out}\n{err}"
+    );
+    assert!(
+        err.contains("state_dir") && err.contains("uid 64999") && err.contains("sudo -u '#64999'"),
+        "{err}"
+    );
+    let mut root_owned = Vec::new();
+    let mut todo = vec![state.clone()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            use std::os::unix::fs::MetadataExt;
+            let m = e.metadata().unwrap();
+            if m.uid() == 0 {
+                root_owned.push(e.path());
+            }
+            if m.is_dir() {
+                todo.push(e.path());
+            }
+        }
+    }
+    assert!(
+        root_owned.is_empty(),
+        "root's files in the daemon's state dir: {root_owned:?}"
+    );
+}

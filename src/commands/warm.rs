@@ -12,7 +12,7 @@ use crate::config::Config;
 
 async fn warm(cfg: Config, codes: &[String]) -> Result<(), CommandError> {
     let t0 = Instant::now();
-    let (pipeline, slots) = crate::load::pipeline(cfg, true).await?;
+    let (pipeline, slots) = crate::load::pipeline(crate::warm::settings(cfg), true).await?;
     let alarms = crate::warm::manual_alarms(&pipeline.index.current(), codes);
     if alarms.is_empty() {
         return Err(CommandError::Usage(format!(
@@ -20,10 +20,11 @@ async fn warm(cfg: Config, codes: &[String]) -> Result<(), CommandError> {
             codes.join(",")
         )));
     }
-    let mut err = std::io::stderr().lock();
+    // Locked per line, never across the await: the slot thread logs to
+    // stderr too, and would wait for the lock while warm waits for it.
     let t = crate::warm::warm_blocks(&pipeline, &slots[0], &alarms, |i, a, t| {
         let _ = write!(
-            err,
+            std::io::stderr().lock(),
             "\rwarm {}/{} {:<24} computed {} already there {} failed {}",
             i + 1,
             alarms.len(),
@@ -34,6 +35,7 @@ async fn warm(cfg: Config, codes: &[String]) -> Result<(), CommandError> {
         );
     })
     .await?;
+    let mut err = std::io::stderr().lock();
     let _ = writeln!(err);
     if let Some(i) = t.full_at {
         let left = alarms.len() - i;
@@ -45,6 +47,7 @@ async fn warm(cfg: Config, codes: &[String]) -> Result<(), CommandError> {
             t.bytes_for(left).div_ceil(1 << 20)
         );
     }
+    drop(err);
     for slot in slots {
         slot.stop(std::time::Duration::from_secs(60)).await;
     }
@@ -70,5 +73,7 @@ pub fn run(config: &std::path::Path, codes: &[String]) -> Result<(), CommandErro
             config.display()
         )));
     }
+    crate::warm::check_owner(&cfg.state_dir)?;
+    crate::warm::be_the_oom_victim();
     super::runtime()?.block_on(warm(cfg, codes))
 }

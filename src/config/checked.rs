@@ -234,6 +234,35 @@ pub struct QueueConfig {
     pub dedup_window: Duration,
 }
 
+/// The unit's stop timeout (`TimeoutStopSec` in systemd/tidewatch.service;
+/// a test keeps the two equal): past it systemd SIGKILLs the daemon, before
+/// it has published its offline status or joined its slots.
+pub const UNIT_STOP_TIMEOUT_S: f64 = 90.0;
+
+/// What a stop takes besides joining the slots: the hub's last flush, the
+/// offline status and the DISCONNECT (up to 2 s), with room to spare on a
+/// busy eMMC. The slots are joined one after another, each waited for at
+/// most `watchdog.hard_timeout_s`, in what is left.
+pub const STOP_OVERHEAD_S: f64 = 10.0;
+
+/// Largest `inbox.max_bytes` and `outbox.max_bytes`. Each file is read
+/// whole at start and held twice while it is parsed (its bytes and its
+/// records), so the two together can take four times this: 256 MiB at
+/// 64 MiB, inside the ~600 MiB between the daemon's working set (~1.6 GB
+/// with a 1.7B model) and the unit's MemoryHigh (2200M).
+pub const MAX_JOURNAL_BYTES: u64 = 64 << 20;
+
+/// Longest alarm topic the inbox is sized for (`INBOX_RECORD_ROOM`):
+/// `{topic_prefix}/alarm/{equipment}`. A longer one only takes more room.
+pub const ALARM_TOPIC_ROOM: usize = 256;
+
+/// Bytes an inbox needs besides an alarm's payload to hold it: the file
+/// header, the record's frame and key, a topic of `ALARM_TOPIC_ROOM` bytes,
+/// and the attempt records counted against it. `inbox.max_bytes` must
+/// hold one alarm of `mqtt.max_alarm_bytes` with this, or the largest
+/// alarm could never be journaled.
+pub const INBOX_RECORD_ROOM: u64 = 512;
+
 #[derive(Debug, Clone, Copy)]
 pub struct OutboxConfig {
     pub max_bytes: u64,

@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 
 pub use checked::{
     Answer, InboxConfig, KnowledgeConfig, KvType, LlmConfig, Lookup, MqttConfig, OutboxConfig,
-    QueueConfig, Summary, TemplateChoice, TlsConfig, WatchdogConfig, MAX_QUEUE_CAPACITY,
+    QueueConfig, Summary, TemplateChoice, TlsConfig, WatchdogConfig, ALARM_TOPIC_ROOM,
+    INBOX_RECORD_ROOM, MAX_JOURNAL_BYTES, MAX_QUEUE_CAPACITY, STOP_OVERHEAD_S, UNIT_STOP_TIMEOUT_S,
 };
 pub use files::{check_files, io_problem};
 pub use raw::{

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use super::checked::{
     Answer, InboxConfig, KnowledgeConfig, KvType, LlmConfig, Lookup, MqttConfig, OutboxConfig,
-    QueueConfig, Summary, TemplateChoice, TlsConfig, WatchdogConfig, MAX_QUEUE_CAPACITY,
+    QueueConfig, Summary, TemplateChoice, TlsConfig, WatchdogConfig, INBOX_RECORD_ROOM,
+    MAX_JOURNAL_BYTES, MAX_QUEUE_CAPACITY, STOP_OVERHEAD_S, UNIT_STOP_TIMEOUT_S,
 };
 use super::raw::{RawConfig, RawKnowledge, RawLlm, RawMqtt, RawQueue, RawWatchdog};
 use super::{Config, ConfigError};
@@ -86,20 +87,20 @@ pub(super) fn into_checked(raw: RawConfig, path: &Path) -> Result<Config, Config
         if state_dir.as_os_str().is_empty() {
             return Err(("state_dir", "must not be empty".into()));
         }
+        let mqtt = broker_connection(m)?;
+        let llm = llm_settings(l)?;
         Ok(Config {
             path: path.to_owned(),
             state_dir,
-            mqtt: broker_connection(m)?,
             knowledge: retrieval_settings(k)?,
-            llm: llm_settings(l)?,
-            watchdog: watchdog_timeouts(&w)?,
+            watchdog: watchdog_timeouts(&w, llm.slots)?,
             queue: queue_bounds(&q)?,
             outbox: OutboxConfig {
-                max_bytes: in_range("outbox.max_bytes", o.max_bytes, 4096, 1 << 34)?,
+                max_bytes: in_range("outbox.max_bytes", o.max_bytes, 4096, MAX_JOURNAL_BYTES)?,
             },
-            inbox: InboxConfig {
-                max_bytes: in_range("inbox.max_bytes", i.max_bytes, 4096, 1 << 34)?,
-            },
+            inbox: inbox_bound(i.max_bytes, mqtt.max_alarm_bytes)?,
+            mqtt,
+            llm,
             log_level: known_log_level(&log.level)?,
         })
     };
@@ -387,7 +388,32 @@ fn answer_settings(l: &RawLlm) -> Result<(Answer, Summary), Bad> {
     Ok((answer, summary))
 }
 
-fn watchdog_timeouts(w: &RawWatchdog) -> Result<WatchdogConfig, Bad> {
+/// The inbox's bound: what the board can read whole at start, and room
+/// for at least one alarm of the largest size.
+fn inbox_bound(max_bytes: u64, max_alarm_bytes: usize) -> Result<InboxConfig, Bad> {
+    const KEY: &str = "inbox.max_bytes";
+    in_range(KEY, max_bytes, 4096, MAX_JOURNAL_BYTES)?;
+    let one = max_alarm_bytes as u64 + INBOX_RECORD_ROOM;
+    if max_bytes < one {
+        return Err((
+            KEY,
+            format!(
+                "must hold one alarm of mqtt.max_alarm_bytes ({max_alarm_bytes}) with its record, {one} bytes, got {max_bytes}"
+            ),
+        ));
+    }
+    Ok(InboxConfig { max_bytes })
+}
+
+/// Longest `watchdog.hard_timeout_s` for `slots` slots: a stop joins them
+/// one after another, each for up to the hard timeout, and must be done
+/// within the unit's stop timeout.
+fn longest_hard_timeout(slots: u32) -> f64 {
+    // Tenths, so the error names a value that can be written back.
+    ((UNIT_STOP_TIMEOUT_S - STOP_OVERHEAD_S) * 10.0 / f64::from(slots.max(1))).floor() / 10.0
+}
+
+fn watchdog_timeouts(w: &RawWatchdog, slots: u32) -> Result<WatchdogConfig, Bad> {
     for (key, v) in [
         ("watchdog.stall_timeout_s", w.stall_timeout_s),
         ("watchdog.deadline_s", w.deadline_s),
@@ -396,6 +422,16 @@ fn watchdog_timeouts(w: &RawWatchdog) -> Result<WatchdogConfig, Bad> {
         if !v.is_finite() || !(0.1..=86_400.0).contains(&v) {
             return Err((key, format!("must be 0.1..=86400 seconds, got {v}")));
         }
+    }
+    let longest = longest_hard_timeout(slots);
+    if w.hard_timeout_s > longest {
+        return Err((
+            "watchdog.hard_timeout_s",
+            format!(
+                "must be at most {longest} s, got {}: a stop joins llm.slots {slots} slot(s) one after another, each for up to this long, and must end {STOP_OVERHEAD_S} s before the unit's TimeoutStopSec={UNIT_STOP_TIMEOUT_S} (systemd/tidewatch.service), when systemd kills it",
+                w.hard_timeout_s
+            ),
+        ));
     }
     if w.stall_timeout_s > w.deadline_s {
         return Err((
@@ -499,5 +535,82 @@ mod tests {
         assert_eq!(parse_cpu_list("0, 2,4-5"), Some(vec![0, 2, 4, 5]));
         assert_eq!(parse_cpu_list("7-4"), None);
         assert_eq!(parse_cpu_list("x"), None);
+    }
+
+    fn with(extra: &str) -> String {
+        format!("{MINIMAL}{extra}")
+    }
+
+    // Issue 47: both journals are read whole into memory at start, yet up
+    // to 16 GiB of each was accepted.
+    #[test]
+    fn journal_bounds_are_what_the_board_can_read_at_start() {
+        for key in ["inbox", "outbox"] {
+            let big = with(&format!("[{key}]\nmax_bytes = 17179869184\n"));
+            let e = parse(&big, p()).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!(
+                    "{key}.max_bytes must be 4096..=67108864, got 17179869184"
+                )),
+                "{e}"
+            );
+            let most = with(&format!("[{key}]\nmax_bytes = 67108864\n"));
+            assert!(parse(&most, p()).is_ok());
+        }
+    }
+
+    #[test]
+    fn the_inbox_holds_one_alarm_of_the_largest_size() {
+        let text = MINIMAL.replace("port = 1883", "port = 1883\nmax_alarm_bytes = 1048576");
+        let small = format!("{text}[inbox]\nmax_bytes = 1048576\n");
+        let e = parse(&small, p()).unwrap_err().to_string();
+        assert!(
+            e.contains("inbox.max_bytes must hold one alarm of mqtt.max_alarm_bytes (1048576)")
+                && e.contains("got 1048576"),
+            "{e}"
+        );
+        let room = 1048576 + crate::config::INBOX_RECORD_ROOM;
+        let enough = format!("{text}[inbox]\nmax_bytes = {room}\n");
+        assert!(parse(&enough, p()).is_ok());
+        // The default holds the default.
+        assert!(parse(MINIMAL, p()).is_ok());
+    }
+
+    // Issue 47: a hard timeout past the unit's stop timeout let systemd
+    // SIGKILL a daemon still waiting for its slots, before it had published
+    // its offline status.
+    #[test]
+    fn slots_must_stop_within_the_units_stop_timeout() {
+        let long = with("[watchdog]\nhard_timeout_s = 81\n");
+        let e = parse(&long, p()).unwrap_err().to_string();
+        assert!(
+            e.contains("watchdog.hard_timeout_s must be at most 80 s")
+                && e.contains("TimeoutStopSec=90"),
+            "{e}"
+        );
+        assert!(parse(&with("[watchdog]\nhard_timeout_s = 80\n"), p()).is_ok());
+        // Slots are stopped one after another.
+        let four = MINIMAL.replace("threads = 2", "threads = 2\nslots = 4");
+        let e = parse(&format!("{four}[watchdog]\nhard_timeout_s = 21\n"), p())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("watchdog.hard_timeout_s must be at most 20 s") && e.contains("llm.slots 4"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_stop_timeout_checked_is_the_units() {
+        let unit = include_str!("../../systemd/tidewatch.service");
+        let set: Vec<&str> = unit
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("TimeoutStopSec="))
+            .collect();
+        assert_eq!(
+            set,
+            vec![format!("{}", crate::config::UNIT_STOP_TIMEOUT_S as u64)],
+            "systemd/tidewatch.service and UNIT_STOP_TIMEOUT_S disagree"
+        );
     }
 }

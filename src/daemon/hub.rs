@@ -192,7 +192,7 @@ impl Hub {
     pub(super) async fn serve(
         &mut self,
         mut events: mpsc::UnboundedReceiver<Inbound>,
-        mut qos0: mpsc::Receiver<Publish>,
+        mut qos0: mpsc::Receiver<mqtt::Qos0>,
         mut done: mpsc::UnboundedReceiver<FromWorker>,
         cancel: &CancellationToken,
     ) {
@@ -221,7 +221,11 @@ impl Hub {
                     }
                 },
                 Some(ev) = events.recv() => self.on_event(ev).await,
-                Some(p) = qos0.recv() => self.intake(p, true).await,
+                Some(mqtt::Qos0 { publish, room }) = qos0.recv() => {
+                    self.intake(publish, true).await;
+                    // Taken: the poller may read as much again.
+                    drop(room);
+                }
                 _ = tick.tick() => self.on_tick(),
                 _ = std::future::ready(()), if idle_work => {
                     self.idle();

@@ -171,7 +171,13 @@ impl Book {
 
 pub struct Inbox {
     path: PathBuf,
-    file: File,
+    /// What appends go to: the file `path` names. None after a compaction
+    /// renamed a new file into place and opening it failed: the old handle
+    /// then names an unlinked file, and anything written through it would
+    /// be lost while reported durable. Each write opens the path again
+    /// first, and fails (so the alarm is triaged, not acknowledged from
+    /// here) while it cannot.
+    file: Option<File>,
     size: u64,
     max_bytes: u64,
     /// Appended since the last `sync`.
@@ -214,7 +220,7 @@ impl Inbox {
         report.pending = book.held.len();
         let mut inbox = Inbox {
             path,
-            file,
+            file: Some(file),
             size: bytes.len() as u64,
             max_bytes,
             dirty: false,
@@ -235,6 +241,22 @@ impl Inbox {
             path: self.path.clone(),
             source,
         }
+    }
+
+    /// The file appends go to, opened again if a compaction could not (see
+    /// `file`).
+    fn writer(&mut self) -> Result<&mut File, InboxError> {
+        let f = match self.file.take() {
+            Some(f) => f,
+            None => reopen(&self.path).map_err(self.io())?,
+        };
+        Ok(self.file.insert(f))
+    }
+
+    /// Writes framed records at the end of the file.
+    fn write(&mut self, b: &[u8]) -> Result<(), InboxError> {
+        let written = self.writer()?.write_all(b);
+        written.map_err(self.io())
     }
 
     /// Holds an alarm; durable only after the next `sync`. An alarm already
@@ -261,7 +283,7 @@ impl Inbox {
                 max: self.max_bytes,
             });
         }
-        self.file.write_all(&b).map_err(self.io())?;
+        self.write(&b)?;
         self.size += need;
         self.dirty = true;
         self.book.apply(rec, need);
@@ -291,7 +313,7 @@ impl Inbox {
             return Ok(None);
         }
         let b = journal::frame(&MARKER, &rec);
-        self.file.write_all(&b).map_err(self.io())?;
+        self.write(&b)?;
         self.size += b.len() as u64;
         self.dirty = true;
         self.book.apply(rec, 0);
@@ -301,7 +323,11 @@ impl Inbox {
     /// Makes every alarm appended so far durable (one fsync for the burst).
     pub fn sync(&mut self) -> Result<(), InboxError> {
         if self.dirty {
-            self.file.sync_data().map_err(self.io())?;
+            // Dirty means a write went to the handle there is; a compaction
+            // since wrote everything again, fsync'd, and cleared it.
+            if let Some(f) = &self.file {
+                f.sync_data().map_err(self.io())?;
+            }
             self.dirty = false;
         }
         Ok(())
@@ -320,7 +346,7 @@ impl Inbox {
         if self.book.held.is_empty() {
             return self.compact();
         }
-        self.file.write_all(&b).map_err(self.io())?;
+        self.write(&b)?;
         self.size += b.len() as u64;
         Ok(())
     }
@@ -343,9 +369,13 @@ impl Inbox {
             }
         }
         durable::write_atomic(&self.path, &out, Access::Private).map_err(self.io())?;
-        self.file = journal::open_rw(&self.path).map_err(self.io())?;
+        // The path names the new file now, which holds everything written
+        // so far, fsync'd. The old handle names the replaced file: never
+        // write through it again, even if the new one does not open.
+        self.file = None;
         self.size = out.len() as u64;
         self.dirty = false;
+        self.writer()?;
         Ok(())
     }
 
@@ -367,6 +397,14 @@ impl Inbox {
     pub fn size(&self) -> u64 {
         self.size
     }
+}
+
+/// Opens the inbox file for appending; a unit test can make it fail
+/// (`crate::fault::disk`, as "inbox reopen").
+fn reopen(path: &Path) -> std::io::Result<File> {
+    #[cfg(test)]
+    crate::fault::disk::check("inbox reopen")?;
+    journal::open_rw(path)
 }
 
 #[cfg(test)]
@@ -551,5 +589,53 @@ mod tests {
             std::fs::read(&p).unwrap().starts_with(FILE_MAGIC),
             "rewritten clean"
         );
+    }
+
+    // Issue 47: a reopen that failed right after a compaction's rename left
+    // the inbox appending to the replaced, unlinked file, and the alarms
+    // written there were acknowledged and lost.
+    #[test]
+    fn an_alarm_accepted_after_a_failed_reopen_is_on_disk_or_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let (mut ib, _) = Inbox::open(d.path(), 1 << 20).unwrap();
+        for i in 1..=3 {
+            hold(&mut ib, i);
+        }
+        ib.sync().unwrap();
+        ib.done(&k(1)).unwrap();
+        crate::fault::disk::fail("inbox reopen", nix::errno::Errno::EIO);
+        assert!(ib.compact().is_err(), "the reopen failed");
+        let mut accepted = vec![k(2), k(3)];
+        for i in 4..=5 {
+            if ib.append(k(i), "t/alarm/E", b"{}").is_ok() {
+                accepted.push(k(i));
+            }
+        }
+        let _ = ib.attempt(&k(2));
+        crate::fault::disk::heal();
+        // The disk works again: the next alarm opens the file anew.
+        hold(&mut ib, 6);
+        accepted.push(k(6));
+        ib.sync().unwrap();
+        drop(ib);
+        let (ib, _) = Inbox::open(d.path(), 1 << 20).unwrap();
+        assert_eq!(keys(&ib), accepted, "an accepted alarm was lost");
+    }
+
+    // The bound config validation puts on `inbox.max_bytes`: the largest
+    // alarm, with the longest topic it is sized for, fits with its attempts.
+    #[test]
+    fn an_inbox_of_the_least_size_allowed_holds_one_alarm_of_the_largest_size() {
+        let d = tempfile::tempdir().unwrap();
+        let largest = 1 << 20;
+        let least = largest as u64 + crate::config::INBOX_RECORD_ROOM;
+        let (mut ib, _) = Inbox::open(d.path(), least).unwrap();
+        let topic = "t".repeat(crate::config::ALARM_TOPIC_ROOM);
+        ib.append(k(1), &topic, &vec![b'x'; largest]).unwrap();
+        for n in 1..=POISON_AFTER + 1 {
+            assert_eq!(ib.attempt(&k(1)).unwrap(), Some(n));
+        }
+        ib.sync().unwrap();
+        assert!(ib.size() <= least, "{} > {least}", ib.size());
     }
 }

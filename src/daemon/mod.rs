@@ -43,7 +43,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rumqttc::v5::mqttbytes::v5::Publish;
 use rumqttc::v5::{AsyncClient, EventLoop};
 use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
@@ -333,7 +332,7 @@ fn open_inbox(cfg: &Config) -> Option<Inbox> {
 
 type Events = (
     mpsc::UnboundedReceiver<Inbound>,
-    mpsc::Receiver<Publish>,
+    mpsc::Receiver<mqtt::Qos0>,
     Poller,
 );
 

@@ -119,7 +119,9 @@ fn tls_transport(tls: &crate::config::TlsConfig) -> Result<Transport, MqttError>
 /// What the poller tells the rest of the daemon. These go over an unbounded
 /// channel and are never dropped: each is bounded by the network (the
 /// broker's inflight window bounds QoS 1 alarms). QoS 0 alarms, which a
-/// flood can bring in any number, go over a bounded channel instead.
+/// flood can bring in any number, go over a bounded channel instead
+/// (`Qos0`). Alarms of both kinds hold their bytes' share of
+/// `INBOUND_BUDGET` until the hub drops them.
 ///
 /// `epoch` numbers the connections: an alarm carries the connection it was
 /// read on, so the hub can tell one read before a loss it has already seen
@@ -176,15 +178,27 @@ pub const RECEIVE_MAXIMUM: u16 = 1024;
 /// Bytes of alarms the poller has read and the hub not yet taken: past it
 /// the poller stops reading, and the socket and the broker hold the rest.
 /// It bounds what `RECEIVE_MAXIMUM` alarms of up to `MAX_INBOUND` bytes
-/// could otherwise hold in memory while the hub is stopped.
+/// could otherwise hold in memory while the hub is stopped, and as much as
+/// QoS 0 alarms, which no receive maximum bounds.
 pub const INBOUND_BUDGET: usize = 32 * 1024 * 1024;
+
+/// A QoS 0 alarm: the broker does not wait for an ack, and a flood can
+/// bring any number. `room` is its share of `INBOUND_BUDGET`, as for a
+/// QoS 1 alarm: the channel's depth alone would let 1,024 alarms of up to
+/// `MAX_INBOUND` bytes (16 GiB) wait for the hub.
+#[derive(Debug)]
+pub struct Qos0 {
+    pub publish: Publish,
+    pub room: OwnedSemaphorePermit,
+}
 
 /// Where the poller sends what it reads.
 pub struct PollerTx {
     pub events: mpsc::UnboundedSender<Inbound>,
-    /// QoS 0 alarms; when full the poller waits (bounded memory, nothing
-    /// dropped), so the hub must never wait on the poller.
-    pub qos0: mpsc::Sender<Publish>,
+    /// QoS 0 alarms; when full, or the budget spent, the poller waits
+    /// (bounded memory, nothing dropped), so the hub must never wait on the
+    /// poller.
+    pub qos0: mpsc::Sender<Qos0>,
 }
 
 /// Delay before the n-th consecutive reconnect attempt: 250 ms doubling to a
@@ -308,26 +322,44 @@ async fn forward(
             let _ = tx.events.send(m);
             true
         }
-        // As for QoS 0 below: waiting for room leaves the rest to the socket.
-        Read::Alarm(publish, epoch) => {
-            let n = publish.payload.len().clamp(1, INBOUND_BUDGET) as u32;
-            tokio::select! {
-                _ = stop.cancelled() => false,
-                room = budget.clone().acquire_many_owned(n) => {
-                    let Ok(room) = room else { return false };
-                    let _ = tx.events.send(Inbound::Alarm { publish: Box::new(publish), epoch, room });
-                    true
-                }
-            }
-        }
         // Wait for room instead of dropping: meanwhile the socket and the
         // broker hold the rest (TCP backpressure). The hub never waits on
         // the client, so this cannot deadlock.
-        Read::Qos0(p) => tokio::select! {
-            _ = stop.cancelled() => false,
-            _ = tx.qos0.send(p) => true,
-        },
+        Read::Alarm(publish, epoch) => {
+            let Some(room) = room_for(&publish, budget, stop).await else {
+                return false;
+            };
+            let _ = tx.events.send(Inbound::Alarm {
+                publish: Box::new(publish),
+                epoch,
+                room,
+            });
+            true
+        }
+        Read::Qos0(publish) => {
+            let Some(room) = room_for(&publish, budget, stop).await else {
+                return false;
+            };
+            tokio::select! {
+                _ = stop.cancelled() => false,
+                _ = tx.qos0.send(Qos0 { publish, room }) => true,
+            }
+        }
         Read::Disconnected | Read::Nothing => true,
+    }
+}
+
+/// The alarm's share of `budget`, once there is that much room; None on
+/// `stop`.
+async fn room_for(
+    publish: &Publish,
+    budget: &Arc<Semaphore>,
+    stop: &CancellationToken,
+) -> Option<OwnedSemaphorePermit> {
+    let n = publish.payload.len().clamp(1, INBOUND_BUDGET) as u32;
+    tokio::select! {
+        _ = stop.cancelled() => None,
+        room = budget.clone().acquire_many_owned(n) => room.ok(),
     }
 }
 
@@ -622,5 +654,49 @@ mod tests {
         assert_eq!(backoff(10, 0.0), Duration::from_millis(8_000));
         assert_eq!(backoff(10, 1.0), Duration::from_millis(10_000));
         assert!(backoff(3, 0.5) > backoff(3, 0.0));
+    }
+
+    // Issue 47: QoS 0 alarms went around the budget into a 1,024-deep
+    // channel, up to 16 MiB each, while the hub was busy.
+    #[tokio::test]
+    async fn a_burst_of_large_qos0_alarms_stays_within_the_inbound_budget() {
+        use std::future::Future;
+        use std::task::{Context, Poll, Waker};
+        let (events, _events) = mpsc::unbounded_channel();
+        let (qos0, mut hub) = mpsc::channel(1024);
+        let tx = PollerTx { events, qos0 };
+        let budget = Arc::new(Semaphore::new(INBOUND_BUDGET));
+        let stop = CancellationToken::new();
+        let big = MAX_INBOUND / 2;
+        let mut forwarded = 0;
+        for _ in 0..16 {
+            let p = Publish::new("t/alarm/E", QoS::AtMostOnce, vec![b'x'; big], None);
+            let mut f = std::pin::pin!(forward(Read::Qos0(p), &tx, &budget, &stop));
+            match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+                Poll::Ready(up) => {
+                    assert!(up);
+                    forwarded += 1;
+                }
+                // The poller waits here: the socket holds the rest.
+                Poll::Pending => break,
+            }
+        }
+        let mut waiting = Vec::new();
+        while let Ok(a) = hub.try_recv() {
+            waiting.push(a);
+        }
+        let held: usize = waiting.iter().map(|a| a.publish.payload.len()).sum();
+        assert!(
+            held <= INBOUND_BUDGET,
+            "{forwarded} QoS 0 alarms, {held} bytes, wait for the hub: past the budget of {INBOUND_BUDGET}"
+        );
+        assert_eq!(forwarded, INBOUND_BUDGET / big, "the budget is used");
+        assert_eq!(budget.available_permits(), 0);
+        drop(waiting);
+        assert_eq!(
+            budget.available_permits(),
+            INBOUND_BUDGET,
+            "the hub gives the room back"
+        );
     }
 }
