@@ -10,16 +10,22 @@
 //! the inbox replays the alarms it held, and the broker redelivers those
 //! not yet acknowledged to the persistent session. Nothing in tidewatch catches a panic to carry on.
 //!
-//! Owns only the hook and the injected panics; it must never decide what to
-//! do with an alarm.
+//! Before it aborts, the hook runs the daemon's last words (`before_abort`):
+//! the one moment a panic can still say which alarm's handling raised it,
+//! judged by what the panicking thread or task serves (`serving_slot`).
+//!
+//! Owns only the hook, what a thread serves and the injected panics; it must
+//! never decide what to do with an alarm.
 
 use std::any::Any;
+use std::cell::Cell;
 use std::panic::PanicHookInfo;
+use std::sync::Mutex;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CrashError {
     #[error(
-        "TIDEWATCH_FAULT={0:?} names no injected panic (panic-worker, panic-hub or panic-poller, each optionally -on:TEXT)"
+        "TIDEWATCH_FAULT={0:?} names no injected panic (panic-worker, panic-slot, panic-hub or panic-poller, each optionally -on:TEXT)"
     )]
     UnknownFault(String),
 }
@@ -30,6 +36,8 @@ pub enum CrashError {
 pub enum Place {
     /// A worker that has just taken an alarm off the queue.
     Worker,
+    /// A slot's llama.cpp thread, handed a job's prompt.
+    Slot,
     /// The hub, taking in an alarm.
     Hub,
     /// The MQTT poller, having read an alarm.
@@ -40,6 +48,7 @@ impl Place {
     fn name(self) -> &'static str {
         match self {
             Place::Worker => "worker",
+            Place::Slot => "slot",
             Place::Hub => "hub",
             Place::Poller => "poller",
         }
@@ -65,7 +74,7 @@ pub fn panic_fault(fault: &str) -> Result<Option<PanicFault>, CrashError> {
         Some(_) => return Err(CrashError::UnknownFault(fault.to_string())),
         None => (rest, None),
     };
-    [Place::Worker, Place::Hub, Place::Poller]
+    [Place::Worker, Place::Slot, Place::Hub, Place::Poller]
         .into_iter()
         .find(|p| p.name() == name)
         .map(|place| Some(PanicFault { place, on }))
@@ -99,6 +108,59 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
 
+thread_local! {
+    /// The slot whose llama.cpp thread this is.
+    static SLOT_THREAD: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+tokio::task_local! {
+    /// The slot whose worker task this is: a task moves between the
+    /// runtime's threads, so a thread-local cannot say it.
+    static SLOT_TASK: usize;
+}
+
+/// Marks the calling OS thread as slot `id`'s own, for the rest of its life.
+pub fn on_slot_thread(id: usize) {
+    SLOT_THREAD.with(|s| s.set(Some(id)));
+}
+
+/// Runs `task` as slot `id`'s worker: a panic while it is polled serves
+/// that slot.
+pub async fn for_slot<F: std::future::Future>(id: usize, task: F) -> F::Output {
+    SLOT_TASK.scope(id, task).await
+}
+
+/// The slot the calling thread or task serves, if any: read by the last
+/// words, on the panicking thread, while the panicking task is still polled.
+pub fn serving_slot() -> Option<usize> {
+    SLOT_TASK
+        .try_with(|id| *id)
+        .ok()
+        .or_else(|| SLOT_THREAD.with(Cell::get))
+}
+
+type LastWords = Box<dyn Fn() + Send + Sync>;
+
+static LAST_WORDS: Mutex<Option<LastWords>> = Mutex::new(None);
+
+/// What the panic hook does after its report and before the abort: the
+/// daemon counts the abort against the alarm the panicking thread handled.
+/// Runs on the panicking thread; it must not panic, and must not wait for
+/// anything the panicking thread may hold.
+pub fn before_abort(words: impl Fn() + Send + Sync + 'static) {
+    *LAST_WORDS.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(words));
+}
+
+fn last_words() {
+    // A second thread panicking meanwhile aborts without them: the first
+    // is already saying them, and the process ends either way.
+    if let Ok(words) = LAST_WORDS.try_lock() {
+        if let Some(w) = words.as_ref() {
+            w();
+        }
+    }
+}
+
 /// How every panic report begins: what the tests look for in a daemon's log
 /// to tell that nothing panicked.
 pub const PANIC_REPORT: &str = "panic in thread";
@@ -123,6 +185,7 @@ pub fn abort_on_panic() {
             "{}",
             report.line()
         );
+        last_words();
         // Not exit(): exit runs destructors and atexit handlers while other
         // threads (llama.cpp slots) still run. SIGABRT is what systemd's
         // `Restart=on-failure` and the journal both call a crash.
@@ -206,6 +269,7 @@ mod tests {
     fn fault_values_name_a_panic_place_or_none() {
         let at = |place| Some(PanicFault { place, on: None });
         assert_eq!(panic_fault("panic-worker").unwrap(), at(Place::Worker));
+        assert_eq!(panic_fault("panic-slot").unwrap(), at(Place::Slot));
         assert_eq!(panic_fault("panic-hub").unwrap(), at(Place::Hub));
         assert_eq!(panic_fault("panic-poller").unwrap(), at(Place::Poller));
         assert_eq!(
@@ -217,10 +281,10 @@ mod tests {
         );
         assert_eq!(panic_fault("stall-after:5").unwrap(), None);
         assert_eq!(panic_fault("slow-intake:3").unwrap(), None);
-        let e = panic_fault("panic-slot").unwrap_err();
+        let e = panic_fault("panic-model").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "TIDEWATCH_FAULT=\"panic-slot\" names no injected panic (panic-worker, panic-hub or panic-poller, each optionally -on:TEXT)"
+            "TIDEWATCH_FAULT=\"panic-model\" names no injected panic (panic-worker, panic-slot, panic-hub or panic-poller, each optionally -on:TEXT)"
         );
         assert!(panic_fault("panic-worker-on:").is_err(), "no text to match");
     }

@@ -186,3 +186,29 @@ fn a_bad_examples_file_stops_the_start_only_when_configured() {
         );
     }
 }
+
+// An error whose message already carries its cause, as most of tidewatch's
+// do (`{path}: {source}`), and whose cause is also its `source()`: main
+// prints each cause of the chain once, so the io error is not said twice.
+#[test]
+fn an_unreadable_config_file_is_said_once_with_its_cause_and_exits_78() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("absent.toml");
+    for cmd in [&["run"][..], &["check-config"][..]] {
+        let out = tidewatch(cmd, &cfg, dir.path());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(78), "{cmd:?}: {err}");
+        assert!(
+            err.contains(&format!(
+                "cannot read config file {}: No such file or directory",
+                cfg.display()
+            )),
+            "{cmd:?}: {err}"
+        );
+        assert_eq!(
+            err.to_lowercase().matches("no such file").count(),
+            1,
+            "{cmd:?}: said once: {err}"
+        );
+    }
+}

@@ -2,6 +2,10 @@
 //! `fault-injection`) in a worker, in the hub or in the MQTT poller must end
 //! the process with SIGABRT and a log line naming the panic; the daemon started
 //! again, as systemd would, answers the alarm the dead one never acknowledged.
+//!
+//! An abort counts against the alarm whose handling panicked, and only that
+//! one: an alarm that panics every time ends as poison after two rounds,
+//! and one on the model when the daemon is killed is not blamed at all.
 
 mod common;
 
@@ -96,22 +100,25 @@ async fn a_panic_in_the_poller_aborts_and_its_alarm_is_answered_after_the_restar
 
 /// A poison alarm: one whose handling panics every time. The daemon aborts
 /// (crash-only), and systemd restarts it; the inbox replays the alarm, and
-/// without a count of attempts the daemon aborted again, for ever, and no
+/// without a count of its aborts the daemon aborted again, for ever, and no
 /// alarm behind the poison one was answered. Here the test restarts the
 /// daemon as systemd would, with the fault still armed: the loop must end
 /// after two aborts, the poison alarm answered from the manuals (mode
 /// triage) with an error report naming it, and the alarms behind it
-/// answered by the model.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_poison_alarm_aborts_twice_then_is_triaged_and_the_alarms_behind_it_get_the_model() {
+/// answered by the model. The count is written by the panicking thread as
+/// the process ends: were it lost, or the alarm not on record as the
+/// slot's job before its text is read, the loop would not end.
+async fn a_poison_alarm_aborts_twice_then_is_triaged(place: &str) {
     let _serial = common::serial();
     require_fault_injection();
     let broker = Broker::start();
     let dir = tempfile::tempdir().unwrap();
-    let p = "poison";
+    let p = format!("poison-{place}");
+    let p = p.as_str();
     let cfg = config(dir.path(), broker.port, p, "max_tokens = 48", "");
-    let mut c = Client::connect(broker.port, p, "poison-client").await;
-    let fault = "panic-worker-on:POISON";
+    let mut c = Client::connect(broker.port, p, &format!("{p}-client")).await;
+    let fault = format!("panic-{place}-on:POISON");
+    let fault = fault.as_str();
     let mut d = Daemon::launch(&cfg)
         .fault(fault)
         .within(Duration::from_secs(90))
@@ -202,5 +209,87 @@ async fn a_poison_alarm_aborts_twice_then_is_triaged_and_the_alarms_behind_it_ge
         })
         .await;
     assert_eq!(st["poisoned"], 1, "{st}");
+    d.assert_alive();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_alarm_panicking_its_worker_aborts_twice_then_is_triaged() {
+    a_poison_alarm_aborts_twice_then_is_triaged("worker").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_alarm_panicking_its_slot_thread_aborts_twice_then_is_triaged() {
+    a_poison_alarm_aborts_twice_then_is_triaged("slot").await;
+}
+
+/// A kill (SIGKILL, the OOM killer, a power cut, systemd's watchdog) runs no
+/// code of the daemon's and says nothing about the alarm on the model at
+/// the time. Killed twice during the same alarm's generation, the daemon
+/// answers it with the model on the third start and calls nothing poison;
+/// counting every alarm handed to the model as an attempt answered it by
+/// triage, as poison.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alarm_killed_twice_mid_generation_is_answered_by_the_model_and_not_poisoned() {
+    let _serial = common::serial();
+    require_fault_injection();
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().unwrap();
+    let p = "killed";
+    let cfg = config(dir.path(), broker.port, p, "max_tokens = 48", "");
+    let mut c = Client::connect(broker.port, p, "killed-client").await;
+    // Slowed, so that the kill lands while the model reads and writes.
+    let slow = [("TIDEWATCH_FAULT", "slow-decode:150")];
+    let mut d = Daemon::launch(&cfg)
+        .fault(slow[0].1)
+        .within(Duration::from_secs(90))
+        .ready();
+    let id = "killed-1";
+    let body = alarm(
+        id,
+        "ME1",
+        "ME-LO-PRES-LO",
+        "critical",
+        "main_engine_lube_oil",
+        "ME1 lube oil inlet pressure low",
+    );
+    c.publish(&format!("{p}/alarm/ME1"), body).await;
+    let diagnosis_topic = format!("{p}/diagnosis/ME1");
+    for round in 1..=2 {
+        assert!(
+            d.wait_log(&format!("alarm_id={id}"), Duration::from_secs(90))
+                && d.wait_log("diagnosing", Duration::from_secs(1)),
+            "round {round}: the alarm never reached a slot:\n{}",
+            d.log()
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        d.signal(nix::sys::signal::Signal::SIGKILL);
+        let status = d.wait_exit(Duration::from_secs(10));
+        assert_eq!(
+            status.and_then(|s| s.signal()),
+            Some(nix::sys::signal::Signal::SIGKILL as i32),
+            "round {round}: not killed:\n{}",
+            d.log()
+        );
+        let early = c.drain().into_iter().any(|(t, _)| t == diagnosis_topic);
+        assert!(
+            !early,
+            "round {round}: answered before the kill; the test proves nothing:\n{}",
+            d.log()
+        );
+        let restarted = if round == 1 { &slow[..] } else { &[] };
+        d = Daemon::start(&cfg, restarted);
+    }
+    let got = c
+        .expect(&diagnosis_topic, Duration::from_secs(180), |v| {
+            v["alarm_id"] == id
+        })
+        .await;
+    assert_model_answered(&got);
+    let st = c
+        .expect(&format!("{p}/status"), Duration::from_secs(30), |v| {
+            v["diagnosed"].as_u64() >= Some(1)
+        })
+        .await;
+    assert_eq!(st["poisoned"], 0, "{st}");
     d.assert_alive();
 }

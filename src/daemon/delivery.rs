@@ -728,17 +728,22 @@ mod tests {
         let mut out = d.stored(k(1), 1);
         out.extend(d.stored(k(2), 2));
         hand(&mut d, &out);
-        // Lost with the connection, none reported dropped: still queued in
-        // the client when it went.
+        // 1 went out; 2 was still queued in the client when the connection
+        // went, and nothing was reported dropped.
+        d.sent(5, 0);
         d.disconnected(0);
-        // The broker lost the session; the client cleared its queue.
+        // The broker lost the session; the client cleared its queue, the
+        // old copy of 2 with it, without a word.
         let out = d.connected(false);
         assert_eq!(out, vec![Output::Publish(1), Output::Publish(2)]);
         hand(&mut d, &out);
+        // So the first publish on the new session is 1's new copy: counted
+        // as the old copy of 2, its PUBACK would deliver 2, which the broker
+        // never got.
         d.sent(7, 0);
         d.sent(8, 0);
-        assert_eq!(d.puback(8), vec![Output::Delivered(2)]);
         assert_eq!(d.puback(7), vec![Output::Delivered(1)]);
+        assert_eq!(d.puback(8), vec![Output::Delivered(2)]);
     }
 
     #[test]

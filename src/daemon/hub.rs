@@ -18,6 +18,7 @@ use rumqttc::v5::AsyncClient;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::blame::{self, Culprit};
 use super::delivery::{self, Delivery, Key, Output, Receipt, Settings};
 use super::inbox::{self, Inbox};
 use super::mqtt::{self, Inbound};
@@ -73,9 +74,6 @@ pub(super) struct Hub {
     backlog: std::collections::VecDeque<Vec<(Alarm, Key)>>,
     /// Alarms triaged at once because the inbox was full or failing.
     inbox_refused: u64,
-    /// Alarms whose attempts at the model are counted in the inbox and not
-    /// yet finished: a clean stop takes those attempts back.
-    attempting: std::collections::HashSet<Key>,
     /// Alarms answered without the model because their handling aborted
     /// the daemon `inbox::POISON_AFTER` times.
     poisoned: u64,
@@ -131,14 +129,7 @@ impl Hub {
         inbox: Option<Inbox>,
         notifier: Arc<Notifier>,
     ) -> Self {
-        let mut delivery = Delivery::new(Settings {
-            remembered: outbox::CACHE_ENTRIES,
-            ..Settings::default()
-        });
-        delivery.restore(
-            outbox.pending().map(|e| (e.seq, e.key)),
-            outbox.delivered().copied(),
-        );
+        let delivery = delivery_for(&outbox);
         let topics = Topics {
             prefix: mqtt.topic_prefix.clone(),
         };
@@ -159,7 +150,6 @@ impl Hub {
             live: None,
             backlog: std::collections::VecDeque::new(),
             inbox_refused: 0,
-            attempting: std::collections::HashSet::new(),
             poisoned: 0,
             subscribe_pending: false,
             subscribed_ms: 0,
@@ -210,11 +200,10 @@ impl Hub {
                     // What is journaled is kept; acks may still go out
                     // while the client says goodbye.
                     self.flush();
-                    self.interrupt_attempts();
                     return;
                 }
                 Some(m) = done.recv() => match m {
-                    FromWorker::Taking { keys, go } => self.taking(&keys, go),
+                    FromWorker::SlotLost(c) => self.slot_lost(&c),
                     FromWorker::Done(d) => {
                         self.published.extend(d.published);
                         self.finish(d.alarms, d.diagnosis, d.slot)
@@ -253,7 +242,7 @@ impl Hub {
             let Some(alarms) = self.backlog.pop_front() else {
                 break;
             };
-            let d = self.s.pipeline.triage(&alarms[0].0);
+            let d = self.triage(&alarms[0].0, alarms[0].1);
             self.finish(alarms, d, None);
         }
     }
@@ -262,33 +251,20 @@ impl Hub {
     /// diagnosed again, unless the outbox shows they were answered. Their
     /// receipts were acknowledged, or will be at once on redelivery. One
     /// whose handling aborted the daemon `POISON_AFTER` times is answered
-    /// without the model (see `poisoned`).
+    /// without the model (see `poisoned`). Every one is answered.
     pub(super) fn replay(&mut self) {
         let Some(inbox) = &self.inbox else {
             return;
         };
-        let held: Vec<inbox::Held> = inbox.held().cloned().collect();
-        let in_outbox: std::collections::HashSet<Key> =
-            self.outbox.pending().map(|e| e.key).collect();
-        let (mut again, mut answered) = (0usize, Vec::new());
-        for h in held {
-            if !self.delivery.restore_journaled(h.key) {
-                // Answered: delivered, or in the outbox to deliver. An
-                // outbox entry stands in for its alarm only once it is known
-                // to be on disk; until then the alarm stays held, and leaves
-                // when its diagnosis is delivered.
-                if release_answered(in_outbox.contains(&h.key), self.outbox.settled()) {
-                    answered.push(h.key);
-                }
-                continue;
-            }
+        let held = inbox.held().cloned();
+        let Sorted {
+            unanswered,
+            release: mut answered,
+        } = sort_held(held, &mut self.delivery, &self.outbox);
+        let mut again = 0usize;
+        for h in unanswered {
             match self.read_alarm(&h.topic, &h.payload) {
-                Ok(a) if h.attempts >= inbox::POISON_AFTER => {
-                    if !self.poisoned(a, &h) {
-                        self.delivery.abandoned(&h.key);
-                        answered.push(h.key);
-                    }
-                }
+                Ok(a) if h.aborts >= inbox::POISON_AFTER => self.poisoned(a, &h),
                 Ok(a) => {
                     again += 1;
                     self.offer(a, h.key, true);
@@ -318,19 +294,20 @@ impl Hub {
     }
 
     /// A poison alarm: its handling aborted the daemon `POISON_AFTER` times.
-    /// It is answered from the manuals (triage) and never given to the model
-    /// again, and an error report names it. Its triage is counted as one
-    /// more attempt first: if that aborts too, the next start drops it with
-    /// a report and no answer. Returns false when it was dropped.
-    fn poisoned(&mut self, a: Alarm, h: &inbox::Held) -> bool {
+    /// It is never given to the model again, and an error report names it.
+    /// It is answered from the manuals (triage); if that aborted too, with
+    /// an answer that reads neither (see `unread_answer`). Either way it is
+    /// answered: the error report alone is neither retained nor carried by
+    /// a bridge.
+    fn poisoned(&mut self, a: Alarm, h: &inbox::Held) {
         self.poisoned += 1;
-        let triage = h.attempts == inbox::POISON_AFTER;
+        let triage = h.aborts == inbox::POISON_AFTER;
         let reason = if triage {
-            format!("this alarm aborted tidewatch {} times while it was diagnosed; it is answered from the manuals without the model (mode triage) and never given to the model again", h.attempts)
+            format!("this alarm aborted tidewatch {} times while it was diagnosed; it is answered from the manuals without the model (mode triage) and never given to the model again", h.aborts)
         } else {
-            format!("this alarm aborted tidewatch {} times, its answer from the manuals included; it is dropped without an answer", h.attempts)
+            format!("this alarm aborted tidewatch {} times, its answer from the manuals included; it is answered without the model or the manuals", h.aborts)
         };
-        tracing::error!(alarm_id = %a.id, topic = %h.topic, attempts = h.attempts, "poison alarm: {reason}");
+        tracing::error!(alarm_id = %a.id, topic = %h.topic, aborts = h.aborts, "poison alarm: {reason}");
         self.publish_error(serde_json::json!({
             "topic": h.topic,
             "alarm_id": a.id,
@@ -338,63 +315,40 @@ impl Hub {
             "bytes": h.payload.len(),
             "ts": crate::diagnosis::now_rfc3339(),
         }));
-        if !triage {
-            return false;
-        }
-        if let Some(inbox) = &mut self.inbox {
-            let counted = inbox
-                .attempt(&h.key)
-                .and_then(|_| tokio::task::block_in_place(|| inbox.sync()));
-            if let Err(e) = counted {
-                tracing::warn!(error = %e, "cannot count the poison alarm's triage in the inbox");
-            }
-        }
-        let d = self.s.pipeline.triage(&a);
+        let d = if triage {
+            self.triage(&a, h.key)
+        } else {
+            unread_answer(&a, &self.s.pipeline.model.info.name)
+        };
         self.finish(vec![(a, h.key)], d, None);
-        true
     }
 
-    /// A worker is about to hand `keys` to the model: their attempts are
-    /// counted in the inbox and fsync'd before it may (see `FromWorker`).
-    fn taking(&mut self, keys: &[Key], go: tokio::sync::oneshot::Sender<()>) {
-        if let Some(inbox) = &mut self.inbox {
-            let mut counted = false;
-            for k in keys {
-                match inbox.attempt(k) {
-                    Ok(Some(_)) => {
-                        counted = true;
-                        self.attempting.insert(*k);
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot count an attempt in the inbox; an alarm that aborts the daemon may do so again after the restart")
-                    }
-                }
-            }
-            if counted {
-                if let Err(e) = tokio::task::block_in_place(|| inbox.sync()) {
-                    tracing::warn!(error = %e, "cannot fsync the inbox's attempt count; an alarm that aborts the daemon may do so again after the restart");
-                }
-            }
-        }
-        let _ = go.send(());
+    /// The answer from the manuals alone: a panic in it is counted against
+    /// the alarm (see `blame`).
+    fn triage(&self, a: &Alarm, key: Key) -> Diagnosis {
+        let culprit = Culprit {
+            key,
+            alarm_id: a.id.clone(),
+        };
+        blame::triaging(culprit, || self.s.pipeline.triage(a))
     }
 
-    /// On a clean stop: the attempts under way did not abort anything.
-    fn interrupt_attempts(&mut self) {
+    /// The watchdog gave up on a slot while it ran this alarm: one abort
+    /// against it, on disk before the answer the worker hands in next.
+    fn slot_lost(&mut self, c: &Culprit) {
         let Some(inbox) = &mut self.inbox else {
             return;
         };
-        if self.attempting.is_empty() {
-            return;
-        }
-        let r = self
-            .attempting
-            .drain()
-            .try_for_each(|k| inbox.interrupted(&k).map(drop))
-            .and_then(|()| tokio::task::block_in_place(|| inbox.sync()));
-        if let Err(e) = r {
-            tracing::warn!(error = %e, "cannot take back the attempts a stop interrupted; they count towards a poison alarm");
+        let counted = inbox
+            .count_abort(&c.key)
+            .and_then(|_| tokio::task::block_in_place(|| inbox.sync()));
+        match counted {
+            Ok(()) => {
+                tracing::warn!(alarm_id = %c.alarm_id, "a slot was lost on this alarm; counted against it")
+            }
+            Err(e) => {
+                tracing::warn!(alarm_id = %c.alarm_id, error = %e, "cannot count a lost slot against its alarm in the inbox")
+            }
         }
     }
 
@@ -753,7 +707,7 @@ impl Hub {
             Offer::Merged => self.intake.merged += 1,
             Offer::Triage(a, k) if journaled => self.backlog.push_back(vec![(a, k)]),
             Offer::Triage(a, k) => {
-                let d = self.s.pipeline.triage(&a);
+                let d = self.triage(&a, k);
                 self.finish(vec![(a, k)], d, None);
             }
             Offer::Evicted(job) => {
@@ -770,7 +724,6 @@ impl Hub {
     /// Stores a diagnosis for every alarm it answers; delivery publishes it.
     fn finish(&mut self, alarms: Vec<(Alarm, Key)>, d: Diagnosis, slot: Option<usize>) {
         for (a, key) in alarms {
-            self.attempting.remove(&key);
             let mut d = d.clone();
             d.alarm_id = a.id.clone();
             d.equipment = a.equipment.clone();
@@ -861,6 +814,64 @@ impl Hub {
     }
 }
 
+/// The answer for a poison alarm whose answer from the manuals aborted the
+/// daemon too: built from the alarm's own fields, reading nothing else, and
+/// saying why.
+fn unread_answer(a: &Alarm, model: &str) -> Diagnosis {
+    let mut d = crate::diagnosis::unmatched(a, model, Default::default());
+    d.mode = crate::diagnosis::Mode::Triage;
+    d.summary = format!(
+        "No diagnosis: handling this alarm ({} on {}) aborted tidewatch repeatedly, so neither the model nor the manuals were consulted. Check the equipment by hand.",
+        a.code, a.equipment
+    );
+    d
+}
+
+/// The delivery machine as the outbox left it: what it holds to deliver,
+/// and the alarms it remembers delivered.
+fn delivery_for<T>(outbox: &Outbox) -> Delivery<T> {
+    let mut delivery = Delivery::new(Settings {
+        remembered: outbox::CACHE_ENTRIES,
+        ..Settings::default()
+    });
+    delivery.restore(
+        outbox.pending().map(|e| (e.seq, e.key)),
+        outbox.delivered().copied(),
+    );
+    delivery
+}
+
+/// The inbox's alarms as replay sorts them.
+#[derive(Debug, Default)]
+struct Sorted {
+    /// Not answered yet: to answer again.
+    unanswered: Vec<inbox::Held>,
+    /// Answered, and safe to drop from the inbox.
+    release: Vec<Key>,
+}
+
+/// Sorts the alarms the inbox held across a restart. Those answered
+/// (delivered, or in the outbox to deliver) are not answered again; an
+/// outbox entry stands in for its alarm only once it is known to be on disk,
+/// and until then the alarm stays held, leaving when its diagnosis is
+/// delivered.
+fn sort_held<T>(
+    held: impl Iterator<Item = inbox::Held>,
+    delivery: &mut Delivery<T>,
+    outbox: &Outbox,
+) -> Sorted {
+    let in_outbox: std::collections::HashSet<Key> = outbox.pending().map(|e| e.key).collect();
+    let mut sorted = Sorted::default();
+    for h in held {
+        if delivery.restore_journaled(h.key) {
+            sorted.unanswered.push(h);
+        } else if release_answered(in_outbox.contains(&h.key), outbox.settled()) {
+            sorted.release.push(h.key);
+        }
+    }
+    sorted
+}
+
 /// Whether replay may drop from the inbox an alarm already answered: one
 /// delivered may go; one whose diagnosis waits in the outbox only when what
 /// the outbox read at start is on disk (a crash between a store and its
@@ -913,9 +924,52 @@ mod tests {
 
     #[test]
     fn replay_keeps_an_alarm_whose_answer_in_the_outbox_may_not_be_on_disk() {
-        assert!(release_answered(false, false), "delivered");
-        assert!(release_answered(true, true), "its answer is on disk");
-        assert!(!release_answered(true, false), "its answer may be lost");
+        let k = |i: u8| Key([i; 16]);
+        let held = |i: u8| inbox::Held {
+            key: k(i),
+            topic: format!("t/alarm/E{i}"),
+            payload: b"{}".to_vec(),
+            aborts: 0,
+        };
+        let d = tempfile::tempdir().unwrap();
+        let (mut ob, _) = Outbox::open(d.path(), 1 << 20);
+        ob.put(k(1), "waiting", "t/diagnosis/E1", b"{}");
+        let delivered = ob.put(k(2), "delivered", "t/diagnosis/E2", b"{}").seq;
+        ob.sync().unwrap();
+        ob.ack(delivered).unwrap();
+        drop(ob);
+        let sort = |ob: &Outbox| {
+            let s = sort_held(
+                [held(1), held(2), held(3)].into_iter(),
+                &mut delivery_for::<()>(ob),
+                ob,
+            );
+            let unanswered: Vec<Key> = s.unanswered.iter().map(|h| h.key).collect();
+            (unanswered, s.release)
+        };
+        // What the outbox read at start could not be fsync'd: it may be in
+        // the page cache only, and a power cut would lose the alarm with it.
+        crate::fault::disk::fail("outbox write", nix::errno::Errno::EIO);
+        let (ob, r) = Outbox::open(d.path(), 1 << 20);
+        crate::fault::disk::heal();
+        assert!(!ob.settled(), "{r:?}");
+        let (unanswered, release) = sort(&ob);
+        assert_eq!(
+            unanswered,
+            vec![k(3)],
+            "answered ones are not answered again"
+        );
+        assert_eq!(
+            release,
+            vec![k(2)],
+            "only the delivered one leaves the inbox"
+        );
+        drop(ob);
+        let (ob, _) = Outbox::open(d.path(), 1 << 20);
+        assert!(ob.settled());
+        let (unanswered, release) = sort(&ob);
+        assert_eq!(unanswered, vec![k(3)]);
+        assert_eq!(release, vec![k(1), k(2)], "its answer is on disk");
     }
 
     #[test]

@@ -8,10 +8,11 @@
 //! One append-only file, `state_dir/inbox.log`, in the `journal` framing. A
 //! record is an `Alarm` (topic and exact payload, replayed at start) or a
 //! `Done` key (its diagnosis is durable in the outbox), or an `Attempt` key
-//! (the alarm was handed to the model; fsync'd before it is, so that an
-//! alarm whose handling aborts the daemon every time is known at the next
-//! start: see `POISON_AFTER`) or an `Interrupted` one (a clean stop ended that
-//! attempt: it does not count). Appends are not
+//! (the alarm's handling aborted the daemon, written fsync'd as it did, so
+//! that an alarm that aborts it every time is known at the next start: see
+//! `POISON_AFTER` and `AbortLog`); files written before that counted
+//! attempts ahead, and may hold `Interrupted` keys (a clean stop took one
+//! back). Appends are not
 //! fsync'd one by one: the caller appends a burst, calls `sync` once (group
 //! commit) and only then acknowledges the burst's alarms. `Done` records are
 //! never fsync'd: the outbox fsync'd the diagnosis first, and a lost `Done`
@@ -25,6 +26,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
@@ -47,8 +49,9 @@ pub enum InboxError {
     Full { path: PathBuf, size: u64, max: u64 },
 }
 
-/// Attempts after which an alarm is poison: each of them aborted the
-/// daemon (crash-only), so it is answered without the model from then on.
+/// Aborts after which an alarm is poison: its handling aborted the daemon
+/// (crash-only) that many times, so it is answered without the model from
+/// then on.
 pub const POISON_AFTER: u32 = 2;
 
 // New variants go last: postcard numbers them in order, and files written
@@ -77,10 +80,10 @@ pub struct Held {
     pub key: Key,
     pub topic: String,
     pub payload: Vec<u8>,
-    /// Times it was handed to the model (or to triage once poisoned) and
-    /// not finished: each is an abort, since a finished one is done and a
-    /// clean stop takes its attempt back.
-    pub attempts: u32,
+    /// Times its handling aborted the daemon (a panic on it, or a slot the
+    /// watchdog gave up on while on it). A kill or a power cut counts for no
+    /// alarm.
+    pub aborts: u32,
 }
 
 /// What opening found.
@@ -137,7 +140,7 @@ impl Book {
                             key,
                             topic,
                             payload,
-                            attempts: 0,
+                            aborts: 0,
                         },
                         bytes,
                     ),
@@ -151,15 +154,15 @@ impl Book {
             }
             Rec::Attempt { key } => {
                 if let Some((_, h, b)) = self.held.get_mut(&key) {
-                    h.attempts += 1;
+                    h.aborts += 1;
                     *b += attempt_bytes();
                     self.live_bytes += attempt_bytes();
                 }
             }
             Rec::Interrupted { key } => {
                 if let Some((_, h, b)) = self.held.get_mut(&key) {
-                    if h.attempts > 0 {
-                        h.attempts -= 1;
+                    if h.aborts > 0 {
+                        h.aborts -= 1;
                         *b -= attempt_bytes();
                         self.live_bytes -= attempt_bytes();
                     }
@@ -183,6 +186,36 @@ pub struct Inbox {
     /// Appended since the last `sync`.
     dirty: bool,
     book: Book,
+    /// Held while the file is rewritten: an `AbortLog` writing then would
+    /// write to the file the rename replaces.
+    rewriting: Arc<Mutex<()>>,
+}
+
+/// Counts an abort against a held alarm from outside the hub that owns the
+/// inbox: the panic hook, on whichever thread panicked, as the process
+/// ends. It appends the record itself, fsync'd, beside the hub's appends
+/// (both open the file to append, so each record lands whole), and never
+/// while a compaction rewrites the file.
+#[derive(Debug, Clone)]
+pub struct AbortLog {
+    path: PathBuf,
+    rewriting: Arc<Mutex<()>>,
+}
+
+impl AbortLog {
+    /// One more abort against `key`, on disk when this returns. The hub's
+    /// own view is not updated: the process is about to end.
+    pub fn count(&self, key: &Key) -> Result<(), InboxError> {
+        let io = |source| InboxError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        let _rewrite = self.rewriting.lock().unwrap_or_else(|e| e.into_inner());
+        let mut f = journal::open_rw(&self.path).map_err(io)?;
+        f.write_all(&journal::frame(&MARKER, &Rec::Attempt { key: *key }))
+            .map_err(io)?;
+        f.sync_data().map_err(io)
+    }
 }
 
 impl Inbox {
@@ -225,6 +258,7 @@ impl Inbox {
             max_bytes,
             dirty: false,
             book,
+            rewriting: Arc::new(Mutex::new(())),
         };
         // Start from a clean file: the torn tail and the answered alarms go.
         // Failing that (a full disk), appending after a torn tail is still
@@ -290,34 +324,31 @@ impl Inbox {
         Ok(())
     }
 
-    /// Counts an attempt at the alarm (see `Held::attempts`); durable after
-    /// the next `sync`, which must come before the alarm reaches the model.
-    /// Returns the attempts so far, or None for an alarm not held. Not
-    /// bounded by `max_bytes`: a few small records per held alarm, and
-    /// refusing one would hand a poison alarm to the model uncounted.
-    pub fn attempt(&mut self, key: &Key) -> Result<Option<u32>, InboxError> {
-        self.count(Rec::Attempt { key: *key })
-    }
-
-    /// Takes back an attempt a clean stop interrupted: no abort happened.
-    pub fn interrupted(&mut self, key: &Key) -> Result<Option<u32>, InboxError> {
-        self.count(Rec::Interrupted { key: *key })
-    }
-
-    fn count(&mut self, rec: Rec) -> Result<Option<u32>, InboxError> {
-        let (Rec::Attempt { key } | Rec::Interrupted { key }) = &rec else {
-            return Ok(None);
-        };
+    /// Counts an abort against the alarm (see `Held::aborts`) from the hub
+    /// itself; durable after the next `sync`. Returns the aborts so far, or
+    /// None for an alarm not held. Not bounded by `max_bytes`: a few small
+    /// records per held alarm, and refusing one would hand a poison alarm
+    /// to the model uncounted.
+    pub fn count_abort(&mut self, key: &Key) -> Result<Option<u32>, InboxError> {
         let key = *key;
         if !self.book.held.contains_key(&key) {
             return Ok(None);
         }
+        let rec = Rec::Attempt { key };
         let b = journal::frame(&MARKER, &rec);
         self.write(&b)?;
         self.size += b.len() as u64;
         self.dirty = true;
         self.book.apply(rec, 0);
-        Ok(self.book.held.get(&key).map(|(_, h, _)| h.attempts))
+        Ok(self.book.held.get(&key).map(|(_, h, _)| h.aborts))
+    }
+
+    /// What the panic hook counts aborts with.
+    pub fn abort_log(&self) -> AbortLog {
+        AbortLog {
+            path: self.path.clone(),
+            rewriting: self.rewriting.clone(),
+        }
     }
 
     /// Makes every alarm appended so far durable (one fsync for the burst).
@@ -364,10 +395,12 @@ impl Inbox {
                     payload: h.payload.clone(),
                 },
             ));
-            for _ in 0..h.attempts {
+            for _ in 0..h.aborts {
                 out.extend_from_slice(&journal::frame(&MARKER, &Rec::Attempt { key: h.key }));
             }
         }
+        let rewriting = self.rewriting.clone();
+        let _rewrite = rewriting.lock().unwrap_or_else(|e| e.into_inner());
         durable::write_atomic(&self.path, &out, Access::Private).map_err(self.io())?;
         // The path names the new file now, which holds everything written
         // so far, fsync'd. The old handle names the replaced file: never
@@ -548,25 +581,27 @@ mod tests {
     }
 
     #[test]
-    fn attempts_survive_restarts_and_compaction_and_a_clean_stop_takes_one_back() {
+    fn aborts_survive_restarts_and_compaction_whoever_counts_them() {
         let d = tempfile::tempdir().unwrap();
         let (mut ib, _) = Inbox::open(d.path(), 1 << 20).unwrap();
         hold(&mut ib, 1);
         hold(&mut ib, 2);
-        assert_eq!(ib.attempt(&k(1)).unwrap(), Some(1));
-        assert_eq!(ib.attempt(&k(9)).unwrap(), None, "not held");
+        assert_eq!(ib.count_abort(&k(1)).unwrap(), Some(1));
+        assert_eq!(ib.count_abort(&k(9)).unwrap(), None, "not held");
         ib.sync().unwrap();
+        // The panic hook's count, written beside the open inbox as the
+        // process ends.
+        ib.abort_log().count(&k(2)).unwrap();
         drop(ib);
-        // Opening compacts: the count is written again with the alarm.
+        // Opening compacts: the counts are written again with the alarms.
         let (mut ib, _) = Inbox::open(d.path(), 1 << 20).unwrap();
-        assert_eq!(ib.attempt(&k(1)).unwrap(), Some(2));
-        assert_eq!(ib.attempt(&k(2)).unwrap(), Some(1));
-        assert_eq!(ib.interrupted(&k(2)).unwrap(), Some(0));
+        assert_eq!(ib.count_abort(&k(1)).unwrap(), Some(2));
         ib.sync().unwrap();
+        ib.abort_log().count(&k(9)).unwrap();
         drop(ib);
         let (ib, _) = Inbox::open(d.path(), 1 << 20).unwrap();
-        let attempts: Vec<(Key, u32)> = ib.held().map(|h| (h.key, h.attempts)).collect();
-        assert_eq!(attempts, vec![(k(1), POISON_AFTER), (k(2), 0)]);
+        let aborts: Vec<(Key, u32)> = ib.held().map(|h| (h.key, h.aborts)).collect();
+        assert_eq!(aborts, vec![(k(1), POISON_AFTER), (k(2), 1)]);
         // A compaction keeps exactly what the held alarms need.
         assert_eq!(ib.book.live_bytes, ib.size() - journal::FILE_HEADER as u64);
     }

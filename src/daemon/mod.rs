@@ -19,6 +19,7 @@
 //! Only `main` enters the daemon: the one-shot commands and the
 //! measurements load the same components through `load`.
 
+mod blame;
 mod delivery;
 mod hub;
 mod inbox;
@@ -95,6 +96,8 @@ struct Shared {
     epoch: Instant,
     /// What each slot works on now (index: slot id), for pre-emption.
     running: Mutex<Vec<Option<Busy>>>,
+    /// What a panic would be blamed on; shared with the panic hook.
+    blame: Arc<blame::Blame>,
 }
 
 /// A job on a slot: what the pre-emption rule weighs, and how to stop it.
@@ -156,13 +159,9 @@ struct Done {
 
 /// What a worker tells the hub.
 enum FromWorker {
-    /// These alarms are about to go to the model: the hub counts the
-    /// attempt in the inbox, fsync'd, and only then answers on `go`, so an
-    /// alarm that aborts the daemon is known as such after the restart.
-    Taking {
-        keys: Vec<Key>,
-        go: tokio::sync::oneshot::Sender<()>,
-    },
+    /// The watchdog gave up on the slot's thread while it ran this alarm:
+    /// the hub counts an abort against it (see `blame`).
+    SlotLost(blame::Culprit),
     /// Boxed: a diagnosis is large, and most messages are diagnoses anyway.
     Done(Box<Done>),
 }
@@ -214,7 +213,11 @@ pub async fn run(
         // One entry per slot from the start: a slot that has not run a job
         // yet is free, not unknown.
         running: Mutex::new((0..cfg.llm.slots).map(|_| None).collect()),
+        blame: Arc::default(),
     });
+    if let Some(inbox) = &inbox {
+        shared.blame.on_panic(inbox.abort_log());
+    }
     let (client, eventloop) = AsyncClient::new(mqtt_options, mqtt::CLIENT_QUEUE);
     let tracker = TaskTracker::new();
     let mqtt_turned = Arc::new(AtomicU64::new(0));

@@ -1,6 +1,8 @@
 //! A worker: one per slot. It takes the most urgent job off the queue,
 //! diagnoses it on its slot and hands the diagnosis to the hub; on cancel it
-//! hands its slot back, so shutdown can join the slot's thread.
+//! hands its slot back, so shutdown can join the slot's thread. What it
+//! works on is on record (`blame`) before it reads the job's text, so a
+//! panic in the job counts against that alarm and no other.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,12 +10,22 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::blame::Culprit;
 use super::queue::{Job, Running};
 use super::{Busy, Done, FromWorker, Key, Shared};
 use crate::llm::Slot;
 
 /// Diagnoses jobs until `cancel` fires, then returns its slot.
 pub(super) async fn run(
+    s: Arc<Shared>,
+    slot: Slot,
+    done: mpsc::UnboundedSender<FromWorker>,
+    cancel: CancellationToken,
+) -> Slot {
+    crate::crash::for_slot(slot.id, serve(s, slot, done, cancel)).await
+}
+
+async fn serve(
     s: Arc<Shared>,
     mut slot: Slot,
     done: mpsc::UnboundedSender<FromWorker>,
@@ -45,20 +57,13 @@ pub(super) async fn run(
             continue;
         };
         published = None;
-        // The attempt is on disk before the model sees the alarm. A job
-        // pre-empted before runs on as the same attempt: counting it again
-        // would call a power cut after a pre-emption a poison alarm.
-        if !job.preempted {
-            let (go, went) = tokio::sync::oneshot::channel();
-            let keys = job.alarms.iter().map(|(_, k)| *k).collect();
-            if done.send(FromWorker::Taking { keys, go }).is_err() {
-                return slot;
-            }
-            tokio::select! {
-                _ = cancel.cancelled() => return slot,
-                r = went => if r.is_err() { return slot },
-            }
-        }
+        // Only the primary's text reaches the model: the alarms merged
+        // into its job are not to blame for what it does.
+        let culprit = Culprit {
+            key: job.alarms[0].1,
+            alarm_id: job.primary().id.clone(),
+        };
+        s.blame.working(slot.id, Some(culprit.clone()));
         let text = job.primary().message.as_deref().unwrap_or_default();
         crate::crash::injected_panic(crate::crash::Place::Worker, text.as_bytes());
         tracing::info!(
@@ -70,6 +75,8 @@ pub(super) async fn run(
             "diagnosing"
         );
         set_running(&s, &slot, Some(&job));
+        // Replaced when the watchdog gives up on the thread.
+        let thread = slot.progress.clone();
         let d = tokio::select! {
             // Dropping the job leaves its alarms in the inbox (or, those it
             // could not take, unacknowledged) for the next start; `stop`
@@ -78,6 +85,12 @@ pub(super) async fn run(
             d = s.pipeline.diagnose_preemptible(&mut slot, job.primary()) => d,
         };
         set_running(&s, &slot, None);
+        s.blame.working(slot.id, None);
+        if !Arc::ptr_eq(&thread, &slot.progress) {
+            // Counted before the answer is stored: systemd restarts a
+            // daemon that lost a slot, maybe before that.
+            let _ = done.send(FromWorker::SlotLost(culprit));
+        }
         let Some(d) = d else {
             tracing::info!(
                 alarm_id = %job.primary().id,

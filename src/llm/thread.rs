@@ -104,6 +104,8 @@ pub(super) fn run(
     ready: std::sync::mpsc::Sender<Result<(), LlmError>>,
     slot: usize,
 ) {
+    // A panic here is blamed on the job this slot runs.
+    crate::crash::on_slot_thread(slot);
     if let Some(cpus) = &settings.cpus {
         if let Err(e) = pin_to(cpus) {
             tracing::warn!(slot, error = %e, "cannot pin slot thread to llm.cpus");
@@ -135,6 +137,7 @@ pub(super) fn run(
                 // The watchdog's bound sits a little above the generation's own:
                 // exceeding it means the loop lost its bound, not a long answer.
                 progress.start_job(req.max_tokens + 16);
+                crate::crash::injected_panic(crate::crash::Place::Slot, req.prompt.text.as_bytes());
                 let r = generate(&mut state, &req);
                 progress.finish_job();
                 let _ = reply.send(r);
