@@ -646,7 +646,7 @@ mod tests {
                 accepted.push(k(i));
             }
         }
-        let _ = ib.attempt(&k(2));
+        let _ = ib.count_abort(&k(2));
         crate::fault::disk::heal();
         // The disk works again: the next alarm opens the file anew.
         hold(&mut ib, 6);
@@ -668,7 +668,7 @@ mod tests {
         let topic = "t".repeat(crate::config::ALARM_TOPIC_ROOM);
         ib.append(k(1), &topic, &vec![b'x'; largest]).unwrap();
         for n in 1..=POISON_AFTER + 1 {
-            assert_eq!(ib.attempt(&k(1)).unwrap(), Some(n));
+            assert_eq!(ib.count_abort(&k(1)).unwrap(), Some(n));
         }
         ib.sync().unwrap();
         assert!(ib.size() <= least, "{} > {least}", ib.size());
