@@ -26,9 +26,8 @@ use serde::{Deserialize, Serialize};
 use crate::alarm::Alarm;
 use crate::reading::*;
 use crate::retrieval::kinds::By;
-use crate::retrieval::knowledge::ListKind;
 use crate::retrieval::tokenize::is_cjk;
-use crate::retrieval::{Hit, Index};
+use crate::retrieval::{Hit, Index, SectionRef};
 
 pub mod examples;
 
@@ -86,8 +85,8 @@ pub struct Judgement {
     /// for the alarm's own code; 0 without a message). A fault covered by
     /// retrieval's ranking keeps its share, under `COVERED_AT`.
     pub best: f32,
-    /// That section, "doc § section".
-    pub section: Option<String>,
+    /// That section.
+    pub section: Option<SectionRef>,
 }
 
 /// A section's own alarm text holding this share of the message (its
@@ -190,7 +189,7 @@ pub fn judge_like_in(
         return Judgement {
             coverage: Coverage::Covered,
             best: 1.0,
-            section: Some(format!("{} § {}", h.doc, h.section)),
+            section: Some(h.reference()),
         };
     }
     let message = alarm
@@ -367,7 +366,7 @@ pub fn judge_like_in(
             return Judgement {
                 coverage: Coverage::Covered,
                 best: best.0,
-                section: Some(format!("{} § {}", h.doc, h.section)),
+                section: Some(h.reference()),
             };
         }
     }
@@ -389,7 +388,7 @@ pub fn judge_like_in(
     Judgement {
         coverage,
         best: best.0,
-        section: best.1.map(|h| format!("{} § {}", h.doc, h.section)),
+        section: best.1.map(Hit::reference),
     }
 }
 
@@ -579,10 +578,7 @@ fn named<'s>(
 /// the best section (causes or checks) of any other fault it is, as a share
 /// of its score (1 when no other fault's section was retrieved).
 fn ahead<'h>(hits: &'h [Hit], mine: &dyn Fn(&Hit) -> bool) -> Option<(&'h Hit, f32)> {
-    let causes = || {
-        hits.iter()
-            .filter(|h| ListKind::of(&h.section) == Some(ListKind::Causes))
-    };
+    let causes = || hits.iter().filter(|h| h.section.is_causes());
     let top = causes()
         .filter(|h| mine(h))
         .max_by(|a, b| a.score.total_cmp(&b.score))?;
@@ -628,7 +624,7 @@ pub fn judge_in_like(
 
 /// The alarm code a section is about: the first word of its heading.
 fn section_code(h: &Hit) -> &str {
-    h.section.split_whitespace().next().unwrap_or("")
+    h.section.code()
 }
 
 /// A causes section's own alarm: the sentence before its list ("Jacket
@@ -636,7 +632,7 @@ fn section_code(h: &Hit) -> &str {
 /// for other sections and for the later parts of a split one, which have
 /// no such sentence.
 pub fn own_alarm(h: &Hit) -> Option<&str> {
-    if ListKind::of(&h.section) != Some(ListKind::Causes) {
+    if !h.section.is_causes() {
         return None;
     }
     let marker = h.text.char_indices().find_map(|(i, c)| {
@@ -1017,7 +1013,7 @@ mod tests {
         let j = judge_with(&a, &starting_air(), Equipment::Known(&d), &starting_air());
         assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
         assert_eq!(
-            j.section.as_deref(),
+            j.section.as_ref().map(ToString::to_string).as_deref(),
             Some("main_engine_starting_air-en § ME-SA-START-FAIL causes")
         );
         let d = docs(&["generator-zh"]);
@@ -1027,7 +1023,10 @@ mod tests {
         );
         let j = judge_with(&a, &generator_zh(), Equipment::Known(&d), &generator_zh());
         assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
-        assert_eq!(j.section.as_deref(), Some("generator-zh § DG-REV-PWR 原因"));
+        assert_eq!(
+            j.section.as_ref().map(ToString::to_string).as_deref(),
+            Some("generator-zh § DG-REV-PWR 原因")
+        );
         // The same machine's fault no section names stays related.
         let d = docs(&["main_engine_starting_air-en"]);
         let a = alarm("XA-3302", "Main engine turning gear engaged interlock");
@@ -1217,7 +1216,7 @@ mod tests {
         let j = judge_with(&a, &lube_oil(), Equipment::Known(&d), &lube_oil());
         assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
         assert_eq!(
-            j.section.as_deref(),
+            j.section.as_ref().map(ToString::to_string).as_deref(),
             Some("main_engine_lube_oil-en § ME-LO-FILT-DP-HI causes")
         );
     }
@@ -1257,7 +1256,7 @@ mod tests {
         let a = alarm("XA-1", msg);
         let j = judge_with(&a, &hits, Equipment::Known(&d), &lube_oil());
         assert_eq!(
-            j.section.as_deref(),
+            j.section.as_ref().map(ToString::to_string).as_deref(),
             Some("main_engine_lube_oil-en § ME-LO-FILT-DP-HI causes"),
             "{j:?}"
         );
@@ -1286,7 +1285,7 @@ mod tests {
         assert!(j.best < COVERED_AT, "{j:?}");
         assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
         assert_eq!(
-            j.section.as_deref(),
+            j.section.as_ref().map(ToString::to_string).as_deref(),
             Some("ballast-en § BAL-PUMP-PRES-LO causes")
         );
         let zh = docs(&["ballast-zh"]);
@@ -1298,7 +1297,7 @@ mod tests {
         assert!(j.best < COVERED_AT, "{j:?}");
         assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
         assert_eq!(
-            j.section.as_deref(),
+            j.section.as_ref().map(ToString::to_string).as_deref(),
             Some("ballast-zh § BAL-PUMP-PRES-LO 原因")
         );
     }
@@ -1319,7 +1318,7 @@ mod tests {
         let j = judged(&reading(message, Some(1.9), Some(2.2)));
         assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
         assert_eq!(
-            j.section.as_deref(),
+            j.section.as_ref().map(ToString::to_string).as_deref(),
             Some("main_engine_lube_oil-en § ME-LO-PRES-LO causes")
         );
         // Without its threshold the reading says no way, and the message
@@ -1384,7 +1383,7 @@ mod tests {
         let j = judged(&trip("PROV REF COMP No.1 PRESS TRIP"));
         assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
         assert_eq!(
-            j.section.as_deref(),
+            j.section.as_ref().map(ToString::to_string).as_deref(),
             Some("refrigeration-en § REF-COMP-LP-TRIP causes")
         );
     }
@@ -1666,7 +1665,7 @@ mod tests {
         );
         assert_eq!(j.coverage, Coverage::Covered);
         assert_eq!(
-            j.section.as_deref(),
+            j.section.as_ref().map(ToString::to_string).as_deref(),
             Some("ballast-en § BAL-VLV-FAIL causes")
         );
     }
@@ -1740,7 +1739,7 @@ mod tests {
         let j = judge(&a, &far, Equipment::Known(&d));
         assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
         assert_eq!(
-            j.section.as_deref(),
+            j.section.as_ref().map(ToString::to_string).as_deref(),
             Some("ballast-en § BAL-VLV-FAIL causes")
         );
         assert!(j.best < COVERED_AT, "{j:?}");
@@ -1920,7 +1919,7 @@ mod tests {
         assert_eq!(judged(&b, None).coverage, Coverage::Related);
         let j = judged(&b, like);
         assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
-        assert!(j.section.unwrap().contains("SFT-STB-TEMP-HI"));
+        assert!(j.section.unwrap().to_string().contains("SFT-STB-TEMP-HI"));
         // A case is never its own example: with set 12 left out, the one
         // example in this alarm's very words is not read; set 10's wording
         // of the same fault, less near, still speaks against the words.
@@ -2030,7 +2029,11 @@ mod tests {
         );
         let first = judge_like(&a, &sections, Equipment::Known(&d), &sections, like);
         assert_eq!(first.coverage, Coverage::Covered, "{first:?}");
-        assert!(first.section.unwrap().contains("PUR-DISCH-FAIL"));
+        assert!(first
+            .section
+            .unwrap()
+            .to_string()
+            .contains("PUR-DISCH-FAIL"));
     }
 
     /// The test's example can name another of the alarm's own sections
@@ -2060,7 +2063,7 @@ mod tests {
         });
         let j = judge_like(&a, &swapped, Equipment::Known(&d), &sections, like);
         assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
-        assert!(j.section.unwrap().contains("PUR-DISCH-FAIL"));
+        assert!(j.section.unwrap().to_string().contains("PUR-DISCH-FAIL"));
         // A wording of the oil loss nearly as near: two plants' wordings
         // disagree, and retrieval's pick is not overruled.
         let (ex, a, n) = sludge_discharge_among(
@@ -2112,14 +2115,14 @@ mod tests {
             like,
         );
         assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
-        assert!(j.section.unwrap().contains("PUR-DISCH-FAIL"));
+        assert!(j.section.unwrap().to_string().contains("PUR-DISCH-FAIL"));
         // The oil loss's causes ranked first, the discharge failure's checks
         // after them: no plant's wording of the oil loss is near, so the
         // example overrules retrieval's pick as for a causes section.
         let hits = vec![sections[1].clone(), checks];
         let j = judge_like(&a, &hits, Equipment::Known(&d), &sections, like);
         assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
-        assert!(j.section.unwrap().contains("PUR-DISCH-FAIL"));
+        assert!(j.section.unwrap().to_string().contains("PUR-DISCH-FAIL"));
     }
 
     #[test]
@@ -2142,7 +2145,7 @@ mod tests {
         );
         let j = judge_like(&a, &sections, Equipment::Known(&d), &sections, like);
         assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
-        assert!(j.section.unwrap().contains("PUR-DISCH-FAIL"));
+        assert!(j.section.unwrap().to_string().contains("PUR-DISCH-FAIL"));
     }
 
     #[test]
@@ -2416,7 +2419,7 @@ mod tests {
         let j = judge_with(&a, &generator_zh(), Equipment::Known(&d), &generator_zh());
         assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
         assert_eq!(
-            j.section.as_deref(),
+            j.section.as_ref().map(ToString::to_string).as_deref(),
             Some("generator-zh § DG-LO-PRES-LO 原因")
         );
     }
@@ -2438,7 +2441,7 @@ mod tests {
         let j = judge_with(&a, &fwg, Equipment::Known(&d), &fwg);
         assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
         assert_eq!(
-            j.section.as_deref(),
+            j.section.as_ref().map(ToString::to_string).as_deref(),
             Some("fresh_water_generator-en § FWG-VACUUM-LO causes")
         );
         // Set 29's plant-2926: a salinity alarm that lists the shell vacuum
@@ -2451,7 +2454,7 @@ mod tests {
         );
         let j = judge_with(&a, &fwg, Equipment::Known(&d), &fwg);
         assert_ne!(
-            j.section.as_deref(),
+            j.section.as_ref().map(ToString::to_string).as_deref(),
             Some("fresh_water_generator-en § FWG-VACUUM-LO causes"),
             "{j:?}"
         );
@@ -2474,7 +2477,7 @@ mod tests {
         let j = judge_with(&a, &stg, Equipment::Known(&d), &stg);
         assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
         assert_eq!(
-            j.section.as_deref(),
+            j.section.as_ref().map(ToString::to_string).as_deref(),
             Some("steering_gear-en § STG-OIL-LVL-LO causes")
         );
         assert!(not_normal("hyd press dropped to 9 MPa (normal 16)").contains("hyd press"));
@@ -2503,7 +2506,7 @@ mod tests {
         let j = judge_with(&a, &fuel, Equipment::Known(&d), &fuel);
         assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
         assert_eq!(
-            j.section.as_deref(),
+            j.section.as_ref().map(ToString::to_string).as_deref(),
             Some("main_engine_fuel-en § ME-FO-VISC-ABN causes")
         );
         let doc = "main_engine_fuel-zh";
@@ -2516,7 +2519,7 @@ mod tests {
         let j = judge_with(&a, &fuel, Equipment::Known(&d), &fuel);
         assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
         assert_eq!(
-            j.section.as_deref(),
+            j.section.as_ref().map(ToString::to_string).as_deref(),
             Some("main_engine_fuel-zh § ME-FO-VISC-ABN 原因")
         );
         // `异常` added here is no failure: held-out uncov-2214, a start air

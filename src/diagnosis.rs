@@ -281,8 +281,12 @@ pub fn from_passages(
     model: &str,
     timings: Timings,
 ) -> Diagnosis {
-    let causes_hit = hits.iter().find(|h| ListKind::Causes.heads(&h.section));
-    let checks_hit = hits.iter().find(|h| ListKind::Checks.heads(&h.section));
+    let causes_hit = hits
+        .iter()
+        .find(|h| ListKind::Causes.heads(h.section.heading()));
+    let checks_hit = hits
+        .iter()
+        .find(|h| ListKind::Checks.heads(h.section.heading()));
     let likelihood = ["high", "medium", "low"];
     let probable_causes: Vec<Cause> = causes_hit
         .map(Item::of)
@@ -310,7 +314,7 @@ pub fn from_passages(
             .chain(hits.first())
             .map(|h| Source {
                 doc: h.doc.clone(),
-                section: h.section.clone(),
+                section: h.section.heading().to_string(),
             }),
     );
     Diagnosis {

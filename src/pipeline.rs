@@ -133,7 +133,7 @@ impl Candidates {
     pub fn of(hits: &[Hit], shown: &str, items: usize) -> Option<Self> {
         let mut c = Candidates::default();
         for (i, h) in hits.iter().enumerate() {
-            let list = match ListKind::of(&h.section) {
+            let list = match h.section.list() {
                 Some(ListKind::Causes) => &mut c.causes,
                 Some(ListKind::Checks) => &mut c.actions,
                 None => continue,
@@ -365,13 +365,9 @@ impl Pipeline {
         // code stands for the alarm's, so the prompt holds that fault's
         // sections only, as for an alarm raised under the manual's code, and
         // its passage block is the one `tidewatch warm` computed.
-        let hits = match (cov, judged.section.as_deref()) {
+        let hits = match (cov, &judged.section) {
             (Coverage::Covered, Some(s)) => {
-                let code = s
-                    .split_once(" § ")
-                    .and_then(|(_, sec)| sec.split_whitespace().next())
-                    .unwrap_or("");
-                crate::retrieval::covering_passages(&index, hits, code)
+                crate::retrieval::covering_passages(&index, hits, s.section.code())
             }
             _ => hits,
         };
@@ -647,7 +643,7 @@ impl Pipeline {
 fn source_of(h: &Hit) -> Source {
     Source {
         doc: h.doc.clone(),
-        section: h.section.clone(),
+        section: h.section.heading().to_string(),
     }
 }
 

@@ -193,7 +193,7 @@ impl Examples {
             };
             let section = row
                 .gold
-                .and_then(|g| g.section.split_whitespace().next().map(str::to_string));
+                .and_then(|g| crate::retrieval::section::code_of(&g.section).map(str::to_string));
             rows.push((set_of(&row.case), kind, message, section));
         }
         Ok(Self::of(rows))

@@ -13,6 +13,8 @@ use serde::Serialize;
 
 use crate::coverage::Coverage;
 use crate::measure::eval::Case;
+use crate::retrieval::section::code_of;
+use crate::retrieval::SectionRef;
 
 /// One case as coverage was said for it.
 #[derive(Debug, Clone)]
@@ -27,28 +29,27 @@ pub struct Judged {
     pub high: bool,
     /// The judgement's best match and section (for the misjudged list).
     pub best: f32,
-    pub section: Option<String>,
+    pub section: Option<SectionRef>,
     /// A covered fault said covered by another fault's section (its code
     /// not the gold section's): a confident answer from the wrong page.
     pub elsewhere: bool,
 }
 
 impl Judged {
-    pub fn of(c: &Case, said: Coverage, high: bool, best: f32, section: Option<String>) -> Self {
-        let plant_code = c.gold.as_ref().is_some_and(|g| {
-            let code = g.section.split_whitespace().next().unwrap_or("");
-            !code.eq_ignore_ascii_case(c.alarm.code.trim())
-        });
+    pub fn of(
+        c: &Case,
+        said: Coverage,
+        high: bool,
+        best: f32,
+        section: Option<SectionRef>,
+    ) -> Self {
+        let gold = c.gold.as_ref().map(|g| code_of(&g.section).unwrap_or(""));
+        let plant_code = gold.is_some_and(|g| !g.eq_ignore_ascii_case(c.alarm.code.trim()));
         let elsewhere = said == Coverage::Covered
             && c.coverage == Coverage::Covered
-            && c.gold
-                .as_ref()
-                .zip(section.as_deref())
-                .is_some_and(|(g, s)| {
-                    let code = |t: &str| t.split_whitespace().next().unwrap_or("").to_string();
-                    let said_code = code(s.split(" § ").nth(1).unwrap_or(""));
-                    !said_code.eq_ignore_ascii_case(&code(&g.section))
-                });
+            && gold
+                .zip(section.as_ref())
+                .is_some_and(|(g, s)| !s.section.code().eq_ignore_ascii_case(g));
         Judged {
             case: c.case.clone(),
             truth: c.coverage,
@@ -61,6 +62,11 @@ impl Judged {
             elsewhere,
         }
     }
+}
+
+/// The section a judgement named, for people: "doc § section", or "-".
+fn said_at(j: &Judged) -> String {
+    j.section.as_ref().map_or("-".into(), ToString::to_string)
 }
 
 const ORDER: [Coverage; 3] = [Coverage::Covered, Coverage::Related, Coverage::None];
@@ -108,11 +114,8 @@ impl Part {
             self.uncovered_ok += usize::from(j.said != Coverage::Covered && !j.high);
         }
         if j.elsewhere {
-            self.elsewhere.push(format!(
-                "{}: covered by {}",
-                j.case,
-                j.section.as_deref().unwrap_or("-")
-            ));
+            self.elsewhere
+                .push(format!("{}: covered by {}", j.case, said_at(j)));
         }
         if (j.truth == Coverage::Covered) != (j.said == Coverage::Covered) {
             self.misjudged.push(format!(
@@ -121,7 +124,7 @@ impl Part {
                 j.truth.as_str(),
                 j.said.as_str(),
                 j.best,
-                j.section.as_deref().unwrap_or("-")
+                said_at(j)
             ));
         }
     }
@@ -227,7 +230,10 @@ mod tests {
             }))
             .unwrap()
         };
-        let said = Some("ballast-en § BAL-PUMP-PRES-LO causes".to_string());
+        let said = Some(SectionRef {
+            doc: "ballast-en".into(),
+            section: "BAL-PUMP-PRES-LO causes".into(),
+        });
         let right = Judged::of(
             &case("BAL-PUMP-PRES-LO 原因"),
             Coverage::Covered,

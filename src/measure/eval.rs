@@ -70,7 +70,9 @@ pub fn load_cases(path: &Path) -> Result<Vec<Case>, EvalError> {
 /// True if a hit is the gold passage. A section split into parts ("… (1/2)")
 /// still counts as its section.
 pub fn is_gold(h: &Hit, g: &Gold) -> bool {
-    h.doc == g.doc && (h.section == g.section || h.section.starts_with(&format!("{} (", g.section)))
+    h.doc == g.doc
+        && (h.section.heading() == g.section
+            || h.section.heading().starts_with(&format!("{} (", g.section)))
 }
 
 /// Position (0-based) of the gold passage among the hits.
