@@ -192,34 +192,9 @@ pub fn judge_like_in(
             section: Some(h.reference()),
         };
     }
-    let message = alarm
-        .message
-        .as_deref()
-        .filter(|m| !m.trim().is_empty())
-        .unwrap_or(&alarm.code);
-    let texts: Vec<String> = sections
-        .iter()
-        .filter_map(|h| own_alarm(h).map(str::to_string))
-        .collect();
-    // The equipment's alarms read once, for the message and for every name.
-    let alarms = Alarms::of(&texts);
-    let terms = Terms::of(message).weighted(&alarms);
-    // What the watchkeeper found fine says nothing of the way, the
-    // quantity or the medium of the fault.
-    let faulty = not_normal(message);
-    // The alarm's own reading says its way first: a watch-log message
-    // states the alarm, then lists other readings (`滑油压力3.1bar报警（设定
-    // 3.5bar），油温82℃，略偏高` is a low pressure); else the first clause
-    // that says a way in words, else by a trend.
-    let way = Deviation::of_reading(alarm)
-        .or_else(|| clause_first(message, Deviation::of_message))
-        .or_else(|| clause_first(&faulty, Deviation::of_trend));
-    let quantity = Quantity::of_alarm(alarm, message);
-    let medium = Medium::of_message(&faulty);
-    // A reading in a unit of one quantity measures it; a leak alarm is a
-    // leak detector's, whatever its pipe's pressure (`high-pressure fuel
-    // pipe leakage`).
-    let reading = alarm.unit.as_deref().and_then(Quantity::of_unit);
+    let r = Reading::of(alarm, sections);
+    let (message, faulty, terms) = (r.message.as_str(), r.faulty.as_str(), &r.terms);
+    let (way, quantity, medium) = (r.way, r.quantity, r.medium);
     // A section for the other way, for another quantity its own alarm does
     // not name, or for another medium of the same machine (its sea water
     // pump, against the jacket water's pressure), is not this alarm's,
@@ -231,7 +206,7 @@ pub fn judge_like_in(
             || matches!((quantity, Quantity::of_code(code)),
                 (Some(a), Some(b)) if a != b && !Quantity::named_in(lead).contains(&a))
             || matches!((medium, Medium::of_code(code)), (Some(a), Some(b)) if a != b)
-            || (leak_code(code) && reading.is_some() && !says_leak(&faulty))
+            || (leak_code(code) && r.unit_quantity.is_some() && !says_leak(faulty))
     };
     let mine = |h: &Hit| {
         !opposite(h)
@@ -291,24 +266,7 @@ pub fn judge_like_in(
         let by = ranked
             .filter(|_| !unlike())
             .or_else(|| {
-                // Read in what was not found fine only: `discharge pressure
-                // low … checked: normal` implies nothing. A reading in a unit
-                // of no one quantity (`0.3 m/min`, `%`) gives no way to a
-                // quantity the words name (`oil temp 45 C`).
-                let unit_known = alarm
-                    .unit
-                    .as_deref()
-                    .is_none_or(|u| u.trim().is_empty() || Quantity::of_unit(u).is_some());
-                let faulty_way = Deviation::of_reading(alarm)
-                    .filter(|_| unit_known)
-                    .or_else(|| clause_first(&faulty, Deviation::of_message))
-                    .or_else(|| clause_first(&faulty, Deviation::of_trend));
-                let faulty_quantity = Quantity::of_alarm(alarm, &faulty);
-                let said = format!(
-                    "{faulty} {}",
-                    implied(faulty_quantity, faulty_way, differential(&faulty))
-                );
-                named(message, &said, sections, hits, &alarms, &|h| {
+                named(message, &r.faulty_said, sections, hits, &r.alarms, &|h| {
                     !opposite(h) && matches!(equipment, Equipment::Known(_))
                 })
                 .filter(|_| !unlike())
@@ -389,6 +347,92 @@ pub fn judge_like_in(
         coverage,
         best: best.0,
         section: best.1.map(Hit::reference),
+    }
+}
+
+/// What an alarm says of its fault, read once for every rule: its message,
+/// the clauses a watchkeeper did not find normal, the way, quantity and
+/// medium of the fault, the quantity its reading's unit measures, and its
+/// terms weighed against its equipment's alarms.
+pub struct Reading {
+    /// The message, or the code when there is none.
+    pub message: String,
+    /// The message less what the watchkeeper found fine (`not_normal`):
+    /// that says nothing of the way, the quantity or the medium of the
+    /// fault.
+    pub faulty: String,
+    /// The way the reading left its range. The alarm's own reading says it
+    /// first: a watch-log message states the alarm, then lists other
+    /// readings (`滑油压力3.1bar报警（设定3.5bar），油温82℃，略偏高` is a
+    /// low pressure); else the first clause that says a way in words, else
+    /// by a trend.
+    pub way: Option<Deviation>,
+    pub quantity: Option<Quantity>,
+    pub medium: Option<Medium>,
+    /// The quantity the reading's unit measures: a reading in a unit of one
+    /// quantity measures it, so a leak alarm is a leak detector's, whatever
+    /// its pipe's pressure (`high-pressure fuel pipe leakage`).
+    pub unit_quantity: Option<Quantity>,
+    /// `faulty` with what it says without the words for it (`implied`):
+    /// what the named path reads.
+    pub faulty_said: String,
+    /// The equipment's section alarms, read once for the message and for
+    /// every name.
+    alarms: Alarms,
+    /// The message's terms weighed against `alarms`.
+    terms: Terms,
+}
+
+impl Reading {
+    /// Reads `alarm` against `sections`, its equipment's causes sections.
+    pub fn of(alarm: &Alarm, sections: &[Hit]) -> Self {
+        let message = alarm
+            .message
+            .as_deref()
+            .filter(|m| !m.trim().is_empty())
+            .unwrap_or(&alarm.code)
+            .to_string();
+        let texts: Vec<String> = sections
+            .iter()
+            .filter_map(|h| own_alarm(h).map(str::to_string))
+            .collect();
+        let alarms = Alarms::of(&texts);
+        let terms = Terms::of(&message).weighted(&alarms);
+        let faulty = not_normal(&message);
+        let way = Deviation::of_reading(alarm)
+            .or_else(|| clause_first(&message, Deviation::of_message))
+            .or_else(|| clause_first(&faulty, Deviation::of_trend));
+        let quantity = Quantity::of_alarm(alarm, &message);
+        let medium = Medium::of_message(&faulty);
+        let unit_quantity = alarm.unit.as_deref().and_then(Quantity::of_unit);
+        // Read in what was not found fine only: `discharge pressure low …
+        // checked: normal` implies nothing. A reading in a unit of no one
+        // quantity (`0.3 m/min`, `%`) gives no way to a quantity the words
+        // name (`oil temp 45 C`).
+        let unit_known = alarm
+            .unit
+            .as_deref()
+            .is_none_or(|u| u.trim().is_empty() || Quantity::of_unit(u).is_some());
+        let faulty_way = Deviation::of_reading(alarm)
+            .filter(|_| unit_known)
+            .or_else(|| clause_first(&faulty, Deviation::of_message))
+            .or_else(|| clause_first(&faulty, Deviation::of_trend));
+        let faulty_quantity = Quantity::of_alarm(alarm, &faulty);
+        let faulty_said = format!(
+            "{faulty} {}",
+            implied(faulty_quantity, faulty_way, differential(&faulty))
+        );
+        Reading {
+            message,
+            faulty,
+            way,
+            quantity,
+            medium,
+            unit_quantity,
+            faulty_said,
+            alarms,
+            terms,
+        }
     }
 }
 
