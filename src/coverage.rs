@@ -88,6 +88,8 @@ pub struct Judgement {
     pub best: f32,
     /// That section.
     pub section: Option<SectionRef>,
+    /// The rule of `rules::RULES` that decided (its stable name).
+    pub rule: &'static str,
 }
 
 /// A section's own alarm text holding this share of the message (its
@@ -2160,6 +2162,32 @@ mod tests {
         assert_eq!(
             judge(&own, &boiler, Equipment::Unlisted).coverage,
             Coverage::Covered
+        );
+    }
+
+    #[test]
+    fn a_judgement_names_the_rule_that_decided() {
+        let boiler = vec![causes(
+            "boiler-en",
+            "BLR-FLAME-FAIL",
+            "Boiler burner flame failure (flame failure, burner trip). Probable causes, most likely first: 1) flame scanner dirty.",
+        )];
+        let rule = |code: &str, message: &str, equipment: Equipment| {
+            judge(&alarm(code, message), &boiler, equipment).rule
+        };
+        let flame = "INCINERATOR BURNER FLAME FAILURE";
+        assert_eq!(
+            rule("BLR-FLAME-FAIL", flame, Equipment::Unlisted),
+            "own_code"
+        );
+        assert_eq!(
+            rule("INC-07", "BURNER FLAME FAILURE", Equipment::Unknown),
+            "whole"
+        );
+        assert_eq!(rule("INC-07", flame, Equipment::Unknown), "related");
+        assert_eq!(
+            rule("INC-07", "gyro drift", Equipment::Unlisted),
+            "nothing_found"
         );
     }
 

@@ -162,6 +162,11 @@ pub struct Diagnosis {
     /// existed, which reads as covered.
     #[serde(default)]
     pub coverage: Coverage,
+    /// The coverage rule that decided (`coverage::rules::RULES`), for the
+    /// journal's line on the alarm; never on the wire, None when coverage
+    /// was not judged (triage, a journaled diagnosis).
+    #[serde(skip)]
+    pub coverage_rule: Option<&'static str>,
     /// Share (0..1, two decimals) of the model's causes that were text and
     /// supported by the passages (the alarm's own text is no support); what
     /// was not is not published.
@@ -330,6 +335,7 @@ pub fn from_passages(
         sources,
         mode,
         coverage: Coverage::Covered,
+        coverage_rule: None,
         // Every cause is the manuals' own; in mode "passages" the model's
         // were all dropped, and `grounding::guard` says so with 0.
         grounded: 1.0,
@@ -451,6 +457,7 @@ pub fn unmatched(alarm: &Alarm, model: &str, timings: Timings) -> Diagnosis {
         sources: Vec::new(),
         mode: Mode::Unmatched,
         coverage: Coverage::None,
+        coverage_rule: None,
         grounded: 1.0,
         model: model.to_string(),
         timings,

@@ -372,7 +372,8 @@ impl Pipeline {
             _ => hits,
         };
         if cov == Coverage::None {
-            let diagnosis = self.unmatched(alarm, retrieval_ms);
+            let mut diagnosis = self.unmatched(alarm, retrieval_ms);
+            diagnosis.coverage_rule = Some(judged.rule);
             return Some(Trace {
                 diagnosis,
                 first: None,
@@ -383,6 +384,7 @@ impl Pipeline {
         let run = (style, steps, preemptible);
         let mut tr = self.answer(slot, alarm, run, hits, retrieval_ms).await?;
         tr.diagnosis = diagnosis::with_coverage(tr.diagnosis, cov, alarm, &tr.hits);
+        tr.diagnosis.coverage_rule = Some(judged.rule);
         Some(tr)
     }
 
@@ -542,6 +544,7 @@ impl Pipeline {
             sources: Vec::new(),
             mode: Mode::Full,
             coverage: Coverage::Covered,
+            coverage_rule: None,
             grounded: 1.0,
             model: self.model.info.name.clone(),
             timings,

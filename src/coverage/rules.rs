@@ -128,11 +128,12 @@ pub(super) struct Verdict<'a> {
 }
 
 impl Verdict<'_> {
-    fn judgement(self, _rule: &'static str) -> Judgement {
+    fn judgement(self, rule: &'static str) -> Judgement {
         Judgement {
             coverage: self.coverage,
             best: self.best,
             section: self.section.map(Hit::reference),
+            rule,
         }
     }
 }

@@ -33,6 +33,9 @@ pub struct Judged {
     /// A covered fault said covered by another fault's section (its code
     /// not the gold section's): a confident answer from the wrong page.
     pub elsewhere: bool,
+    /// The coverage rule that decided (`coverage::rules::RULES`); None when
+    /// the coverage was read off a published diagnosis.
+    pub rule: Option<&'static str>,
 }
 
 impl Judged {
@@ -60,8 +63,33 @@ impl Judged {
             best,
             section,
             elsewhere,
+            rule: None,
         }
     }
+
+    /// The same case, decided by coverage rule `rule`.
+    pub fn decided_by(self, rule: &'static str) -> Self {
+        Judged {
+            rule: Some(rule),
+            ..self
+        }
+    }
+
+    /// Whether the rule that decided was wrong: it said another coverage
+    /// than the case's truth, or covered a covered fault by another fault's
+    /// section.
+    fn wrong(&self) -> bool {
+        self.said != self.truth || self.elsewhere
+    }
+}
+
+/// How often one coverage rule decided, and how often it was wrong
+/// (`Judged::wrong`).
+#[derive(Debug, Default, Clone, PartialEq, Serialize)]
+pub struct RuleCount {
+    pub rule: &'static str,
+    pub fired: usize,
+    pub wrong: usize,
 }
 
 /// The section a judgement named, for people: "doc § section", or "-".
@@ -96,10 +124,13 @@ pub struct Part {
     /// Covered faults said covered by another fault's section
     /// ("case: covered by doc § section").
     pub elsewhere: Vec<String>,
+    /// Each coverage rule that decided a case, in the table's order.
+    pub rules: Vec<RuleCount>,
 }
 
 impl Part {
     fn add(&mut self, j: &Judged) {
+        self.count_rule(j);
         self.cases += 1;
         self.table[at(j.truth)][at(j.said)] += 1;
         if j.truth == Coverage::Covered {
@@ -127,6 +158,28 @@ impl Part {
                 said_at(j)
             ));
         }
+    }
+
+    fn count_rule(&mut self, j: &Judged) {
+        let Some(rule) = j.rule else { return };
+        let i = match self.rules.iter().position(|r| r.rule == rule) {
+            Some(i) => i,
+            None => {
+                self.rules.push(RuleCount {
+                    rule,
+                    ..RuleCount::default()
+                });
+                let order = |r: &RuleCount| {
+                    crate::coverage::rules::RULES
+                        .iter()
+                        .position(|t| t.name == r.rule)
+                };
+                self.rules.sort_by_key(order);
+                self.rules.iter().position(|r| r.rule == rule).unwrap_or(0)
+            }
+        };
+        self.rules[i].fired += 1;
+        self.rules[i].wrong += usize::from(j.wrong());
     }
 
     /// The table and rates as text, one row per truth.
@@ -163,6 +216,14 @@ impl Part {
             "  covered faults said covered by another fault's section: {}",
             self.elsewhere.len()
         );
+        if !self.rules.is_empty() {
+            let fired: Vec<String> = self
+                .rules
+                .iter()
+                .map(|r| format!("{} {}/{}", r.rule, r.fired, r.wrong))
+                .collect();
+            let _ = writeln!(o, "  rules decided/wrong: {}", fired.join(", "));
+        }
         for m in &self.misjudged {
             let _ = writeln!(o, "  misjudged {m}");
         }
@@ -216,7 +277,38 @@ mod tests {
             best: 0.5,
             section: None,
             elsewhere: false,
+            rule: None,
         }
+    }
+
+    #[test]
+    fn each_rule_is_counted_when_it_decides_and_when_it_is_wrong() {
+        use Coverage::*;
+        let r = CoverageReport::of(&[
+            j(Covered, Covered, false, false, false).decided_by("word_share"),
+            j(None, Covered, false, false, false).decided_by("word_share"),
+            j(Covered, Covered, false, false, false).decided_by("own_code"),
+            j(Related, None, false, false, false).decided_by("nothing_found"),
+            j(Related, Related, false, false, false),
+        ]);
+        let counts: Vec<(&str, usize, usize)> = r
+            .tuning
+            .rules
+            .iter()
+            .map(|c| (c.rule, c.fired, c.wrong))
+            .collect();
+        // In the table's order; a case with no rule is not counted.
+        assert_eq!(
+            counts,
+            [
+                ("own_code", 1, 0),
+                ("word_share", 2, 1),
+                ("nothing_found", 1, 1)
+            ]
+        );
+        assert!(r
+            .text()
+            .contains("rules decided/wrong: own_code 1/0, word_share 2/1, nothing_found 1/1"));
     }
 
     #[test]

@@ -157,13 +157,14 @@ pub fn run_retrieval(
         });
         let j = crate::coverage::judge_in_like(index, &c.alarm, &prompt, like);
         coverage_lat.push(t.elapsed().as_secs_f64() * 1e6);
-        judged.push(Judged::of(c, j.coverage, false, j.best, j.section));
+        judged.push(Judged::of(c, j.coverage, false, j.best, j.section).decided_by(j.rule));
         let Some(gold) = &c.gold else { continue };
         let mut plant = c.clone();
         plant.alarm.code = format!("PLANT-{}", plant_judged.len() + 1);
         let passages = crate::retrieval::passages_for(index, &plant.alarm, 3)?;
         let j = crate::coverage::judge_in_like(index, &plant.alarm, &passages, like);
-        plant_judged.push(Judged::of(&plant, j.coverage, false, j.best, j.section));
+        plant_judged
+            .push(Judged::of(&plant, j.coverage, false, j.best, j.section).decided_by(j.rule));
         with_gold += 1;
         if gold_rank(&prompt, &c.gold).is_some() {
             p3 += 1;
@@ -390,6 +391,7 @@ mod tests {
             sources: vec![],
             mode,
             coverage: Default::default(),
+            coverage_rule: None,
             grounded: 1.0,
             model: "m.gguf".into(),
             timings: Default::default(),
