@@ -20,19 +20,32 @@
 //! `judge` is pure: an alarm and its passages in, a `Judgement` out;
 //! `judge_in` only looks up which manuals are the alarm's equipment's. It
 //! never runs the model; the pipeline applies it after retrieval.
+//!
+//! This file owns the verdict (`Coverage`, `Equipment`, `Judgement`) and
+//! the entry points; the room is laid out as: `reading` (the alarm read
+//! once), `terms` (words and characters, weighed), `ranking` (retrieval's
+//! lead), `named` (a section's alarm named in full), `examples` (other
+//! plants' wordings) and `rules` (the ordered table `judge` walks).
 
 use serde::{Deserialize, Serialize};
 
 use crate::alarm::Alarm;
-use crate::reading::*;
 use crate::retrieval::kinds::By;
-use crate::retrieval::tokenize::is_cjk;
 use crate::retrieval::{Hit, Index, SectionRef};
 
 pub mod examples;
+mod named;
+mod ranking;
+mod reading;
 pub mod rules;
+mod terms;
 
 pub use examples::Examples;
+pub use named::NAMED_AT;
+pub use ranking::{AHEAD_AT, SCORE_AT};
+pub use reading::{own_alarm, Reading};
+pub use rules::{COVERED_AT, RELATED_AT, UNNAMED_COVERED_AT, WHOLE_AT};
+pub use terms::Terms;
 
 /// What the manuals hold for an alarm's fault (wire field `coverage`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,50 +105,6 @@ pub struct Judgement {
     pub rule: &'static str,
 }
 
-/// A section's own alarm text holding this share of the message (its
-/// words and Chinese characters, each weighed by how little it names the
-/// equipment, `Terms::weighted`) is about the alarm's fault. Set on the
-/// eval set's tuning part (docs/coverage.md) with the ranking rule below:
-/// from 0.58 to 0.6 it keeps 53 of 55 uncovered faults from being taken
-/// for covered and takes 40 of 52 covered ones raised under plant codes;
-/// at 0.55 a DO sensor's drift (溶解氧传感器读数漂移) passes for the
-/// optode's error; at 0.66, 5 covered ones fail.
-/// An uncovered fault taken for covered is the confident wrong answer
-/// coverage exists to stop.
-pub const COVERED_AT: f32 = 0.6;
-
-/// A message that names no manual's equipment shares with a section only
-/// the fault's words (`WATER LVL HIGH`, `OUT OF RANGE`), which many
-/// machines' sections hold: it is that section's fault only when it says
-/// nearly all of what the section's own alarm text says.
-pub const UNNAMED_COVERED_AT: f32 = 0.8;
-
-/// A message holding all of a section's own alarm text (every term the
-/// share counts) is covered by it whatever the examples say.
-pub const WHOLE_AT: f32 = 1.0;
-
-/// For an equipment the text says no manual is for, passages holding this
-/// share of the message's terms (their alarm text or their manual's title)
-/// are related; under it nothing relevant was found. Alarms on equipment without a manual scored
-/// 0.25 at most on the tuning part; a pump of a manual's equipment that
-/// will not start, 0.33.
-pub const RELATED_AT: f32 = 0.3;
-
-/// A plant writes its alarm in its own words ("ejection not detected after
-/// sludge cycle"), which a section's alarm text may share few of; retrieval
-/// still ranks the fault's section first, well ahead of every other fault's.
-/// The alarm's equipment's best causes section is taken for covered when
-/// its score is at least `SCORE_AT` and its lead over the best section of
-/// any other fault is at least `AHEAD_AT` of its score. Set on the eval
-/// set's tuning part: any score bar from 16 to 22 with a lead of 0.3 takes
-/// 7 more covered alarms under plant codes than the word share alone (40 of
-/// 52 instead of 33) and no uncovered fault; a lead of 0.25 takes 3 more
-/// covered and 3 more uncovered, 0.2 another 2 and 1. Scores are the
-/// index's BM25 (`retrieval`): other manuals keep their scale, not their
-/// values.
-pub const SCORE_AT: f32 = 20.0;
-pub const AHEAD_AT: f32 = 0.3;
-
 /// Judges `alarm` against the passages retrieval chose for it, every word
 /// of its message weighing the same.
 pub fn judge(alarm: &Alarm, hits: &[Hit], equipment: Equipment) -> Judgement {
@@ -189,291 +158,6 @@ pub fn judge_like_in(
     rules::judge(&ground)
 }
 
-/// What an alarm says of its fault, read once for every rule: its message,
-/// the clauses a watchkeeper did not find normal, the way, quantity and
-/// medium of the fault, the quantity its reading's unit measures, and its
-/// terms weighed against its equipment's alarms.
-pub struct Reading {
-    /// The message, or the code when there is none.
-    pub message: String,
-    /// The message less what the watchkeeper found fine (`not_normal`):
-    /// that says nothing of the way, the quantity or the medium of the
-    /// fault.
-    pub faulty: String,
-    /// The way the reading left its range. The alarm's own reading says it
-    /// first: a watch-log message states the alarm, then lists other
-    /// readings (`滑油压力3.1bar报警（设定3.5bar），油温82℃，略偏高` is a
-    /// low pressure); else the first clause that says a way in words, else
-    /// by a trend.
-    pub way: Option<Deviation>,
-    pub quantity: Option<Quantity>,
-    pub medium: Option<Medium>,
-    /// The quantity the reading's unit measures: a reading in a unit of one
-    /// quantity measures it, so a leak alarm is a leak detector's, whatever
-    /// its pipe's pressure (`high-pressure fuel pipe leakage`).
-    pub unit_quantity: Option<Quantity>,
-    /// `faulty` with what it says without the words for it (`implied`):
-    /// what the named path reads.
-    pub faulty_said: String,
-    /// The equipment's section alarms, read once for the message and for
-    /// every name.
-    alarms: Alarms,
-    /// The message's terms weighed against `alarms`.
-    terms: Terms,
-}
-
-impl Reading {
-    /// Reads `alarm` against `sections`, its equipment's causes sections.
-    pub fn of(alarm: &Alarm, sections: &[Hit]) -> Self {
-        let message = alarm
-            .message
-            .as_deref()
-            .filter(|m| !m.trim().is_empty())
-            .unwrap_or(&alarm.code)
-            .to_string();
-        let texts: Vec<String> = sections
-            .iter()
-            .filter_map(|h| own_alarm(h).map(str::to_string))
-            .collect();
-        let alarms = Alarms::of(&texts);
-        let terms = Terms::of(&message).weighted(&alarms);
-        let faulty = not_normal(&message);
-        let way = Deviation::of_reading(alarm)
-            .or_else(|| clause_first(&message, Deviation::of_message))
-            .or_else(|| clause_first(&faulty, Deviation::of_trend));
-        let quantity = Quantity::of_alarm(alarm, &message);
-        let medium = Medium::of_message(&faulty);
-        let unit_quantity = alarm.unit.as_deref().and_then(Quantity::of_unit);
-        // Read in what was not found fine only: `discharge pressure low …
-        // checked: normal` implies nothing. A reading in a unit of no one
-        // quantity (`0.3 m/min`, `%`) gives no way to a quantity the words
-        // name (`oil temp 45 C`).
-        let unit_known = alarm
-            .unit
-            .as_deref()
-            .is_none_or(|u| u.trim().is_empty() || Quantity::of_unit(u).is_some());
-        let faulty_way = Deviation::of_reading(alarm)
-            .filter(|_| unit_known)
-            .or_else(|| clause_first(&faulty, Deviation::of_message))
-            .or_else(|| clause_first(&faulty, Deviation::of_trend));
-        let faulty_quantity = Quantity::of_alarm(alarm, &faulty);
-        let faulty_said = format!(
-            "{faulty} {}",
-            implied(faulty_quantity, faulty_way, differential(&faulty))
-        );
-        Reading {
-            message,
-            faulty,
-            way,
-            quantity,
-            medium,
-            unit_quantity,
-            faulty_said,
-            alarms,
-            terms,
-        }
-    }
-}
-
-/// Whether retrieval found anything of the alarm's equipment, so that the
-/// model answers from it; `none` (answered without the model) only when it
-/// did not. Of a manual's equipment it found that manual's sections or
-/// others': the model judges them. Of an equipment the text does not name,
-/// whatever it found may be of it: a score or a word share tells nothing
-/// here (a watch log in the plant's words scores as low as an unrelated
-/// machine's alarm), so only finding nothing is nothing. Of an equipment
-/// the text says no manual is for, only passages holding `RELATED_AT` of
-/// its words are of it.
-fn found_of_equipment(equipment: Equipment, hits: &[Hit], near: f32) -> bool {
-    match equipment {
-        Equipment::Known(_) => true,
-        Equipment::Unknown => !hits.is_empty(),
-        Equipment::Unlisted => near >= RELATED_AT,
-    }
-}
-
-/// Whether a message says what a section's code says of its fault: the
-/// code's way (`LO`) or its quantity (`PRES`), when it names either. A less
-/// near example is trusted with retrieval only then: `压载泵启动失败` shares
-/// the pump's words with another plant's `2号压载泵压力低`, and retrieval
-/// ranks the pump's pressure section first, but it says neither pressure nor
-/// low (an uncovered fault).
-fn affirms(code: &str, way: Option<Deviation>, quantity: Option<Quantity>) -> bool {
-    let (w, q) = (Deviation::of_code(code), Quantity::of_code(code));
-    (w.is_none() && q.is_none()) || (w.is_some() && w == way) || (q.is_some() && q == quantity)
-}
-
-/// A long message says much besides the fault (where, since when, what
-/// else was seen), so the share of it a section's alarm holds stays low
-/// even when it names that alarm in full. The other way round: the message
-/// holding this share of one of a section's names for its alarm (the
-/// sentence before its bracket, or one of the short forms in it), each word
-/// and Chinese character weighed as `Terms::weighted` weighs the message's,
-/// so that what every alarm of the equipment says counts for little and
-/// what only this one says decides.
-pub const NAMED_AT: f32 = 0.8;
-
-/// A name of fewer words and characters than this (`bilge alarm`, `火警`,
-/// `no output`) is held by messages about other faults too.
-const NAMED_UNITS: usize = 3;
-
-/// The names a section's own alarm gives it: the sentence before its
-/// bracket (and each side of a `:` or an `or` in it), and each short form
-/// in the bracket ("Ballast pump discharge pressure low or lost suction (ballast
-/// pump press low)").
-fn names(lead: &str) -> Vec<&str> {
-    let lead = lead.trim_end_matches(['.', '。']);
-    let (main, bracket) = match lead.find(['(', '（']) {
-        Some(i) => (&lead[..i], &lead[i..]),
-        None => (lead, ""),
-    };
-    let mut out = vec![main];
-    out.extend(main.split([':', '：']));
-    // "A or B" names the alarm by either.
-    out.extend(main.split(" or ").flat_map(|n| n.split('或')));
-    out.extend(
-        bracket
-            .trim_matches(['(', ')', '（', '）'])
-            .split([',', '，', '、', ';', '；']),
-    );
-    out.retain(|n| !n.trim().is_empty());
-    out.dedup();
-    out
-}
-
-/// What a message says without the words for it: the quantity its
-/// reading's unit names (`93 degC`), the way its trend or its reading
-/// against its threshold goes (`and rising`, `1.9 bar` under `2.2`), in the
-/// words a section's own alarm says them with, so that `ME JW outlet 93
-/// degC and rising` names `jacket water outlet temperature high`.
-fn implied(quantity: Option<Quantity>, way: Option<Deviation>, differential: bool) -> String {
-    // A way alone may be another reading's (`level still rising` beside
-    // `steam press`), a quantity alone says no fault.
-    let (Some(quantity), Some(way)) = (quantity, way) else {
-        return String::new();
-    };
-    // A difference of two pressures (`oil diff press`, `油压差`) reads in
-    // bar too, but a section for the pressure is not one for it.
-    if differential {
-        return String::new();
-    }
-    let (q_en, q_zh) = match quantity {
-        Quantity::Temperature => ("temperature", "温度"),
-        Quantity::Pressure => ("pressure", "压力"),
-        Quantity::Level => ("level", "液位"),
-        Quantity::Vibration => ("vibration", "振动"),
-        Quantity::Speed => ("speed", "转速"),
-        Quantity::Voltage => ("voltage", "电压"),
-        Quantity::Current => ("current", "电流"),
-        Quantity::Flow => ("flow", "流量"),
-        Quantity::Viscosity => ("viscosity", "粘度"),
-    };
-    let (w_en, w_zh) = match way {
-        Deviation::High => ("high", "高"),
-        Deviation::Low => ("low", "低"),
-    };
-    // Chinese is read in pairs: the way is found beside its quantity.
-    format!("{q_en} {w_en} {q_zh}{w_zh}")
-}
-
-/// Whether a section's code is a leak detector's (`ME-FO-LEAK-HI`,
-/// `HULL-LEAK`).
-fn leak_code(code: &str) -> bool {
-    code.split(['-', '_'])
-        .any(|p| p.eq_ignore_ascii_case("LEAK"))
-}
-
-/// Whether a message says something leaks (`leak`, `leakage`, `漏`).
-fn says_leak(message: &str) -> bool {
-    message.to_ascii_lowercase().contains("leak") || message.contains('漏')
-}
-
-/// Whether a message names a differential pressure (`diff press`, `dP`,
-/// `压差`).
-fn differential(message: &str) -> bool {
-    let lower = message.to_ascii_lowercase();
-    lower
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .any(|w| matches!(w, "diff" | "differential" | "dp" | "dpi" | "delta"))
-        || message.contains("压差")
-}
-
-/// The causes section among `sections` (the message's script's, `mine`)
-/// whose alarm the message names best, when `faulty` (the message less
-/// what it rules out, `not_normal`) holds `NAMED_AT` of one of its names;
-/// of equals, the one retrieval ranks first.
-fn named<'s>(
-    message: &str,
-    faulty: &str,
-    sections: &'s [Hit],
-    hits: &[Hit],
-    alarms: &Alarms,
-    mine: &dyn Fn(&Hit) -> bool,
-) -> Option<&'s Hit> {
-    // Of sections named as well, the one retrieval ranks first.
-    let rank = |h: &Hit| {
-        hits.iter()
-            .filter(|r| r.doc == h.doc && section_code(r) == section_code(h))
-            .map(|r| r.score)
-            .fold(0.0, f32::max)
-    };
-    let mut sections: Vec<&Hit> = sections.iter().filter(|h| mine(h)).collect();
-    sections.sort_by(|a, b| rank(b).total_cmp(&rank(a)));
-    let mut said = text_terms(&plain_degree(&cjk_units_out(
-        &crate::retrieval::glossary::expand(faulty),
-    )));
-    // A reading high or low is out of its range: it names a section's
-    // alarm for its quantity abnormal (`viscosity low`, "fuel oil viscosity
-    // abnormal"; `粘度低`, "燃油粘度异常"). Added after the glossary, which
-    // reads `异常` as a failure.
-    if said.iter().any(|w| matches!(w.as_str(), "high" | "low")) {
-        let zh: Vec<String> = said
-            .iter()
-            .filter_map(|w| w.strip_suffix(['高', '低']))
-            .filter(|q| q.chars().count() == 1)
-            .map(|q| format!("{q}异"))
-            .collect();
-        said.extend(zh);
-        said.extend(["abnormal", "range", "异常"].map(String::from));
-    }
-    let zh = crate::retrieval::tokenize::has_cjk(message);
-    let mut best: (f32, Option<&Hit>) = (0.0, None);
-    for h in sections {
-        let Some(lead) = own_alarm(h) else { continue };
-        if crate::retrieval::tokenize::has_cjk(lead) != zh {
-            continue;
-        }
-        for name in names(lead) {
-            let terms = Terms::of(name).weighted(alarms);
-            if terms.units() < NAMED_UNITS {
-                continue;
-            }
-            let s = terms.share_of(&terms.found_by(&said, |a, b| same_word(b, a)));
-            if s > best.0 {
-                best = (s, Some(h));
-            }
-        }
-    }
-    best.1.filter(|_| best.0 >= NAMED_AT)
-}
-
-/// The alarm's equipment's best-scored causes section, and how far ahead of
-/// the best section (causes or checks) of any other fault it is, as a share
-/// of its score (1 when no other fault's section was retrieved).
-fn ahead<'h>(hits: &'h [Hit], mine: &dyn Fn(&Hit) -> bool) -> Option<(&'h Hit, f32)> {
-    let causes = || hits.iter().filter(|h| h.section.is_causes());
-    let top = causes()
-        .filter(|h| mine(h))
-        .max_by(|a, b| a.score.total_cmp(&b.score))?;
-    let code = section_code(top);
-    let other = hits
-        .iter()
-        .filter(|h| !section_code(h).eq_ignore_ascii_case(code))
-        .map(|h| h.score)
-        .fold(0.0, f32::max);
-    (top.score > 0.0).then(|| (top, (top.score - other) / top.score))
-}
-
 /// `judge`, the alarm's equipment being the documents of the index whose
 /// class is the alarm's `kind` (unknown without a `kind`, unlisted when
 /// no manual is for it).
@@ -505,302 +189,13 @@ pub fn judge_in_like(
     )
 }
 
-/// The alarm code a section is about: the first word of its heading.
-fn section_code(h: &Hit) -> &str {
-    h.section.code()
-}
-
-/// A causes section's own alarm: the sentence before its list ("Jacket
-/// water inlet pressure low (JCW press low, HT pump pressure low)."). None
-/// for other sections and for the later parts of a split one, which have
-/// no such sentence.
-pub fn own_alarm(h: &Hit) -> Option<&str> {
-    if !h.section.is_causes() {
-        return None;
-    }
-    let marker = h.text.char_indices().find_map(|(i, c)| {
-        let next = h.text[i + c.len_utf8()..].chars().next();
-        (c.is_ascii_digit() && matches!(next, Some(')' | '）'))).then_some(i)
-    });
-    let end = ["Probable causes", "可能原因", "Causes:", "（1）"]
-        .iter()
-        .filter_map(|m| h.text.find(m))
-        .chain(marker)
-        .min()
-        .unwrap_or(h.text.len());
-    let lead = h.text[..end].trim();
-    (!lead.is_empty()).then_some(lead)
-}
-
-/// Words that say nothing about which fault it is: every alarm is one, and
-/// the units and filler of a reading.
-const NOISE: &[&str] = &[
-    "a", "an", "the", "and", "or", "of", "to", "in", "on", "at", "for", "is", "are", "be", "by",
-    "with", "from", "as", "it", "its", "this", "that", "vs", "alarm", "alm", "warning", "bar",
-    "rpm", "kn", "mm", "ppm", "hz", "kw", "degc", "pct", "cst", "ntu", "dbar", "mg", "ma", "dbm",
-    "kpa", "mpa", "pa", "lel", "no",
-    // Where on board: a location says which sensor, not which fault.
-    "aft", "fwd", "stbd", "port", "ps", "sb", "er",
-];
-
-/// Chinese characters that join words but name nothing ("1号泵", "的").
-const CJK_JOINERS: &[char] = &[
-    '号', '的', '了', '与', '和', '及', '或', '在', '时', '后', '已',
-];
-
-/// CJK pairs that say nothing about which fault it is.
-const CJK_NOISE: &[&str] = &["报警", "告警", "警报"];
-
-/// An alarm message as coverage weighs it: its words, and its Chinese
-/// characters in runs. A Chinese message has no spaces, so its terms are
-/// character pairs, and a pair across two words ("炉汽" in "锅炉汽包") is
-/// in no section: counted as a term it would hold every message of several
-/// words under the bar. So the share counts characters, each found when a
-/// pair it is part of is found (or it is a run of its own that is).
-#[derive(Debug, Clone, Default)]
-pub struct Terms {
-    words: Vec<String>,
-    runs: Vec<Vec<char>>,
-    /// Each word's, then each character's, weight (`weighted`); empty: 1.
-    weights: Vec<f32>,
-}
-
-impl Terms {
-    pub fn of(text: &str) -> Self {
-        let text = &plain_degree(&cjk_units_out(text));
-        let mut words = words(text);
-        words.sort();
-        words.dedup();
-        let runs = cjk_runs(text)
-            .into_iter()
-            .flat_map(|run| split_noise(&run))
-            .collect();
-        Terms {
-            words,
-            runs,
-            weights: Vec::new(),
-        }
-    }
-
-    /// Its words and Chinese characters.
-    fn units(&self) -> usize {
-        self.words.len() + self.runs.iter().map(Vec::len).sum::<usize>()
-    }
-
-    /// The share of the message that `said` (a section's `text_terms`)
-    /// holds: words and Chinese characters alike, a word counting when the
-    /// section writes it in full or shortened the way alarm texts shorten
-    /// words ("press" for "pressure", "rcvr" for "receiver").
-    fn share(&self, said: &[String]) -> f32 {
-        self.share_of(&self.found(said))
-    }
-
-    /// `share` over what `found` (or `found_by`) found.
-    fn share_of(&self, found: &[bool]) -> f32 {
-        let weight = |i: usize| self.weights.get(i).copied().unwrap_or(1.0);
-        let total: f32 = (0..found.len()).map(weight).sum();
-        if total <= 0.0 {
-            return 0.0;
-        }
-        let held: f32 = (0..found.len()).filter(|&i| found[i]).map(weight).sum();
-        held / total
-    }
-
-    /// Which of the message's words, then characters, `said` holds.
-    fn found(&self, said: &[String]) -> Vec<bool> {
-        self.found_by(said, same_word)
-    }
-
-    /// `found`, a word matching when `same` says so.
-    fn found_by(&self, said: &[String], same: fn(&str, &str) -> bool) -> Vec<bool> {
-        let mut out: Vec<bool> = self
-            .words
-            .iter()
-            .map(|t| said.iter().any(|s| same(t, s)))
-            .collect();
-        let has = |t: &str| said.iter().any(|s| s == t);
-        for run in &self.runs {
-            if run.len() == 1 {
-                out.push(has(&run[0].to_string()));
-                continue;
-            }
-            let mut hit = vec![false; run.len()];
-            for (i, p) in run.windows(2).enumerate() {
-                if has(&p.iter().collect::<String>()) {
-                    hit[i] = true;
-                    hit[i + 1] = true;
-                }
-            }
-            out.extend(hit);
-        }
-        out
-    }
-
-    /// The message weighed against its equipment's alarms (each causes
-    /// section's own alarm, `own_alarm`): a word or character that most of
-    /// them hold names the equipment ("溶解氧", "main engine"), not the
-    /// fault, and weighs little; one none holds weighs 1. A word is weighed
-    /// against the alarms written in Latin script, a character against the
-    /// Chinese ones. Without alarms every unit weighs 1.
-    fn weighted(mut self, alarms: &Alarms) -> Self {
-        let df = |lines: &[Vec<String>]| -> Vec<f32> {
-            let mut n =
-                vec![0usize; self.words.len() + self.runs.iter().map(Vec::len).sum::<usize>()];
-            for l in lines {
-                for (i, f) in self.found(l).into_iter().enumerate() {
-                    n[i] += usize::from(f);
-                }
-            }
-            n.into_iter()
-                .map(|c| c as f32 / lines.len().max(1) as f32)
-                .collect()
-        };
-        let (en, zh) = (&alarms.en, &alarms.zh);
-        let (en_df, zh_df) = (df(en), df(zh));
-        self.weights = (0..en_df.len())
-            .map(|i| match i < self.words.len() {
-                true => 1.0 - en_df[i],
-                false => 1.0 - zh_df[i],
-            })
-            .collect();
-        self
-    }
-}
-
-/// An equipment's section alarms as `Terms::weighted` reads them: each
-/// one's `text_terms`, Latin-script and Chinese apart.
-struct Alarms {
-    en: Vec<Vec<String>>,
-    zh: Vec<Vec<String>>,
-}
-
-impl Alarms {
-    fn of(alarms: &[String]) -> Self {
-        let (zh, en): (Vec<&String>, Vec<&String>) = alarms
-            .iter()
-            .partition(|a| crate::retrieval::tokenize::has_cjk(a));
-        let terms = |v: Vec<&String>| v.into_iter().map(|a| text_terms(a)).collect();
-        Alarms {
-            en: terms(en),
-            zh: terms(zh),
-        }
-    }
-}
-
-/// A Chinese unit right after a number is the reading's ("12吨", "6小时"):
-/// it is left out as Latin units are.
-fn cjk_units_out(text: &str) -> String {
-    const CJK_UNITS: &[char] = &[
-        '吨', '度', '米', '秒', '分', '钟', '小', '时', '天', '周', '次', '个', '转', '伏', '安',
-        '瓦', '升', '克', '帕', '圈', '条', '台',
-    ];
-    let mut out = String::with_capacity(text.len());
-    let mut after_digit = false;
-    for c in text.chars() {
-        if after_digit && CJK_UNITS.contains(&c) {
-            continue;
-        }
-        after_digit = c.is_ascii_digit() || (after_digit && matches!(c, '.' | ' '));
-        out.push(c);
-    }
-    out
-}
-
-/// A run without the pairs that say nothing about which fault it is
-/// ("报警"): the run is split around them.
-fn split_noise(run: &[char]) -> Vec<Vec<char>> {
-    let mut out = Vec::new();
-    let mut cur: Vec<char> = Vec::new();
-    let mut i = 0;
-    while i < run.len() {
-        if i + 1 < run.len() {
-            let pair: String = run[i..i + 2].iter().collect();
-            if CJK_NOISE.contains(&pair.as_str()) {
-                if !cur.is_empty() {
-                    out.push(std::mem::take(&mut cur));
-                }
-                i += 2;
-                continue;
-            }
-        }
-        cur.push(run[i]);
-        i += 1;
-    }
-    if !cur.is_empty() {
-        out.push(cur);
-    }
-    out
-}
-
-/// A section's terms: its words, its Chinese character pairs and the pairs
-/// one character apart, so that a message's "排压" finds "排出压力".
-fn text_terms(text: &str) -> Vec<String> {
-    let mut out = words(text);
-    for run in cjk_runs(text) {
-        out.extend(run.iter().map(char::to_string));
-        out.extend(run.windows(2).map(|p| p.iter().collect::<String>()));
-        out.extend(
-            run.windows(3)
-                .map(|p| [p[0], p[2]].iter().collect::<String>()),
-        );
-    }
-    out.sort();
-    out.dedup();
-    out
-}
-
-/// Runs of Chinese characters, split at everything else and at joiners.
-fn cjk_runs(text: &str) -> Vec<Vec<char>> {
-    let mut runs: Vec<Vec<char>> = Vec::new();
-    let mut cur = Vec::new();
-    for c in text.chars() {
-        if is_cjk(c) && !CJK_JOINERS.contains(&c) {
-            cur.push(c);
-        } else if !cur.is_empty() {
-            runs.push(std::mem::take(&mut cur));
-        }
-    }
-    if !cur.is_empty() {
-        runs.push(cur);
-    }
-    runs
-}
-
-fn words(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_ascii_alphanumeric())
-        .map(str::to_ascii_lowercase)
-        .filter(|w| w.len() >= 2 && !w.bytes().any(|b| b.is_ascii_digit()))
-        .filter(|w| !NOISE.contains(&w.as_str()))
-        .collect()
-}
-
-/// True if the message's `w` is the section's `s`, or one of them is the
-/// other's beginning ("temp", "temperature"; "failed", "fail"), or `w` is
-/// `s` without its vowels ("brg", "bearing"; "lvl", "level").
-fn same_word(w: &str, s: &str) -> bool {
-    if w == s {
-        return true;
-    }
-    let latin = |x: &str| x.bytes().all(|b| b.is_ascii_alphanumeric());
-    if !latin(w) || !latin(s) {
-        return false;
-    }
-    let (short, long) = if w.len() <= s.len() { (w, s) } else { (s, w) };
-    if long.starts_with(short) && (short.len() >= 3 || long.len() <= 4) {
-        return true;
-    }
-    let vowel = |b: u8| b"aeiou".contains(&b);
-    let wb = w.as_bytes();
-    if wb.len() >= 3 && s.starts_with(&w[..1]) && !wb[1..].iter().any(|&b| vowel(b)) {
-        let mut it = s.bytes().skip(1);
-        return wb[1..].iter().all(|&b| it.any(|c| c == b));
-    }
-    false
-}
-
 #[cfg(test)]
 mod tests {
+    use super::named::*;
+    use super::rules::affirms;
+    use super::terms::*;
     use super::*;
+    use crate::reading::*;
 
     fn causes(doc: &str, code: &str, text: &str) -> Hit {
         let (section, lang) = match crate::retrieval::tokenize::has_cjk(text) {
@@ -1720,20 +1115,6 @@ mod tests {
     }
 
     #[test]
-    fn a_word_is_weighed_against_alarms_in_its_own_script() {
-        let t = Terms::of("DO sensor 读数漂移").weighted(&Alarms::of(&do_alarms()));
-        // No English alarm: the words weigh 1; 读数 is in two of three
-        // Chinese alarms, 漂移 in none.
-        assert_eq!(t.weights[..2], [1.0, 1.0]);
-        let w = &t.weights[2..];
-        assert!(
-            (w[0] - 1.0 / 3.0).abs() < 1e-6 && (w[1] - 1.0 / 3.0).abs() < 1e-6,
-            "{w:?}"
-        );
-        assert_eq!(w[2..], [1.0, 1.0]);
-    }
-
-    #[test]
     fn other_plants_wordings_decide_what_words_and_ranking_cannot() {
         // Nine blind sets raised an intermediate shaft bearing's
         // temperature: the stern tube bearing's section holds most of its
@@ -2234,16 +1615,6 @@ mod tests {
     }
 
     #[test]
-    fn message_terms_leave_out_readings_units_locations_and_joiners() {
-        let t = Terms::of("No.1 ballast pp aft stbd disch press 1.9 bar alarm");
-        assert_eq!(t.words, ["ballast", "disch", "pp", "press"]);
-        assert!(t.runs.is_empty());
-        let t = Terms::of("3号缸 温度高 95℃ 持续6小时 报警");
-        let runs: Vec<String> = t.runs.iter().map(|r| r.iter().collect()).collect();
-        assert_eq!(runs, ["缸", "温度高", "持续"]);
-    }
-
-    #[test]
     fn panel_grading_words_say_high_and_low_as_the_manuals_do() {
         for (panel, plain) in [
             ("冻肉库温度偏高", "冻肉库温度高"),
@@ -2288,30 +1659,6 @@ mod tests {
         );
         assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
         assert!(j.best >= 0.7 && j.best < 1.0, "{j:?}");
-    }
-
-    #[test]
-    fn shortened_words_are_the_same_word() {
-        for (w, s) in [
-            ("press", "pressure"),
-            ("temp", "temperature"),
-            ("failed", "fail"),
-            ("rcvr", "receiver"),
-            ("brg", "bearing"),
-            ("lvl", "level"),
-            ("hi", "high"),
-            ("lo", "low"),
-        ] {
-            assert!(same_word(w, s), "{w} {s}");
-        }
-        for (w, s) in [
-            ("flow", "follow"),
-            ("start", "stop"),
-            ("pp", "pump"),
-            ("st", "start"),
-        ] {
-            assert!(!same_word(w, s), "{w} {s}");
-        }
     }
 
     #[test]
