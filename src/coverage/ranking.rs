@@ -34,3 +34,60 @@ pub(super) fn ahead<'h>(hits: &'h [Hit], mine: &dyn Fn(&Hit) -> bool) -> Option<
         .fold(0.0, f32::max);
     (top.score > 0.0).then(|| (top, (top.score - other) / top.score))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coverage::fixtures::*;
+    use crate::coverage::{judge, Coverage, Equipment, COVERED_AT};
+    use crate::retrieval::Hit;
+
+    #[test]
+    fn a_section_retrieval_ranks_far_ahead_is_the_fault_of_a_plant_worded_alarm() {
+        let d = docs(&["ballast-en", "ballast-zh"]);
+        // Two words of five are the valve section's: the word share alone
+        // says related.
+        let a = alarm("AL-77", "BV12 stays shut after open command");
+        let far = scored(ballast(), &[12.0, 30.0]);
+        let j = judge(&a, &far, Equipment::Known(&d));
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+        assert_eq!(
+            j.section.as_ref().map(ToString::to_string).as_deref(),
+            Some("ballast-en § BAL-VLV-FAIL causes")
+        );
+        assert!(j.best < COVERED_AT, "{j:?}");
+        // The same fault's section in the other language is not another fault.
+        let mut both = far.clone();
+        both.push(Hit {
+            score: 29.0,
+            ..ballast_zh()[1].clone()
+        });
+        assert_eq!(
+            judge(&a, &both, Equipment::Known(&d)).coverage,
+            Coverage::Covered
+        );
+        // Without a known equipment the ranking does not speak.
+        assert_ne!(
+            judge(&a, &far, Equipment::Unknown).coverage,
+            Coverage::Covered
+        );
+    }
+
+    #[test]
+    fn a_section_only_a_little_ahead_or_weakly_scored_is_not_taken_for_the_fault() {
+        let d = docs(&["ballast-en", "ballast-zh"]);
+        let a = alarm("AL-77", "No.2 ballast pump motor overload trip");
+        for scores in [
+            [24.0, SCORE_AT + 1.0],            // 4% ahead
+            [5.0, SCORE_AT - 1.0],             // far ahead, but a weak match
+            [SCORE_AT * 0.8, SCORE_AT * 1.05], // ahead by 24%
+        ] {
+            let j = judge(&a, &scored(ballast(), &scores), Equipment::Known(&d));
+            assert_eq!(j.coverage, Coverage::Related, "{scores:?}: {j:?}");
+        }
+        // Another equipment's section far ahead is not this equipment's.
+        let gen = docs(&["generator-en"]);
+        let j = judge(&a, &scored(ballast(), &[5.0, 40.0]), Equipment::Known(&gen));
+        assert_eq!(j.coverage, Coverage::Related, "{j:?}");
+    }
+}

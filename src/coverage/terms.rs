@@ -276,6 +276,8 @@ pub(super) fn same_word(w: &str, s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::coverage::fixtures::*;
+    use crate::coverage::{judge, judge_with, Coverage, Equipment};
 
     #[test]
     fn a_word_is_weighed_against_alarms_in_its_own_script() {
@@ -330,5 +332,42 @@ mod tests {
         ] {
             assert!(!same_word(w, s), "{w} {s}");
         }
+    }
+
+    #[test]
+    fn words_every_alarm_of_the_equipment_holds_weigh_nothing() {
+        // A drifting DO sensor has no section. Counted
+        // alike, its words are 8 of 10 the optode error's (溶解氧, 传感器,
+        // 读数); weighed, the equipment's name goes and the drift decides.
+        let d = docs(&["dissolved_oxygen-zh"]);
+        let a = alarm("DO-9", "溶解氧传感器读数漂移");
+        let flat = judge(&a, &[optode()], Equipment::Known(&d));
+        assert_eq!(flat.coverage, Coverage::Covered, "{flat:?}");
+        let j = judge_with(&a, &[optode()], Equipment::Known(&d), &do_sections());
+        assert_eq!(j.coverage, Coverage::Related, "{j:?}");
+        assert!(j.best < flat.best, "{j:?} {flat:?}");
+        // The optode's own fault, in the plant's words, stays covered.
+        let a = alarm("DO-9", "溶解氧传感器故障 无信号");
+        let j = judge_with(&a, &[optode()], Equipment::Known(&d), &do_sections());
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+    }
+
+    #[test]
+    fn a_pair_across_two_chinese_words_does_not_hold_a_message_under_the_bar() {
+        // "炉汽" and "包水" are in no section: as terms of their own they
+        // held this message at 5 of 9 (0.56); as characters, 8 of 10 are
+        // the section's.
+        let hits = vec![causes(
+            "boiler-zh",
+            "BLR-WL-LO",
+            "辅锅炉水位低（低水位、极低水位停炉）。可能原因：1）给水泵故障。",
+        )];
+        let j = judge(
+            &alarm("BMS-L02", "辅锅炉汽包水位低低 停炉"),
+            &hits,
+            Equipment::Unknown,
+        );
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+        assert!(j.best >= 0.7 && j.best < 1.0, "{j:?}");
     }
 }
