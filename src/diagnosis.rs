@@ -162,6 +162,11 @@ pub struct Diagnosis {
     /// existed, which reads as covered.
     #[serde(default)]
     pub coverage: Coverage,
+    /// The coverage rule that decided (`coverage::rules::RULES`), for the
+    /// journal's line on the alarm; never on the wire, None when coverage
+    /// was not judged (triage, a journaled diagnosis).
+    #[serde(skip)]
+    pub coverage_rule: Option<&'static str>,
     /// Share (0..1, two decimals) of the model's causes that were text and
     /// supported by the passages (the alarm's own text is no support); what
     /// was not is not published.
@@ -281,8 +286,12 @@ pub fn from_passages(
     model: &str,
     timings: Timings,
 ) -> Diagnosis {
-    let causes_hit = hits.iter().find(|h| ListKind::Causes.heads(&h.section));
-    let checks_hit = hits.iter().find(|h| ListKind::Checks.heads(&h.section));
+    let causes_hit = hits
+        .iter()
+        .find(|h| ListKind::Causes.heads(h.section.heading()));
+    let checks_hit = hits
+        .iter()
+        .find(|h| ListKind::Checks.heads(h.section.heading()));
     let likelihood = ["high", "medium", "low"];
     let probable_causes: Vec<Cause> = causes_hit
         .map(Item::of)
@@ -310,7 +319,7 @@ pub fn from_passages(
             .chain(hits.first())
             .map(|h| Source {
                 doc: h.doc.clone(),
-                section: h.section.clone(),
+                section: h.section.heading().to_string(),
             }),
     );
     Diagnosis {
@@ -326,6 +335,7 @@ pub fn from_passages(
         sources,
         mode,
         coverage: Coverage::Covered,
+        coverage_rule: None,
         // Every cause is the manuals' own; in mode "passages" the model's
         // were all dropped, and `grounding::guard` says so with 0.
         grounded: 1.0,
@@ -447,6 +457,7 @@ pub fn unmatched(alarm: &Alarm, model: &str, timings: Timings) -> Diagnosis {
         sources: Vec::new(),
         mode: Mode::Unmatched,
         coverage: Coverage::None,
+        coverage_rule: None,
         grounded: 1.0,
         model: model.to_string(),
         timings,

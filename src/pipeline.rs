@@ -129,7 +129,7 @@ impl Candidates {
     pub fn of(hits: &[Hit], shown: &str, items: usize) -> Option<Self> {
         let mut c = Candidates::default();
         for (i, h) in hits.iter().enumerate() {
-            let list = match ListKind::of(&h.section) {
+            let list = match h.section.list() {
                 Some(ListKind::Causes) => &mut c.causes,
                 Some(ListKind::Checks) => &mut c.actions,
                 None => continue,
@@ -359,18 +359,15 @@ impl Pipeline {
         // code stands for the alarm's, so the prompt holds that fault's
         // sections only, as for an alarm raised under the manual's code, and
         // its passage block is the one `tidewatch warm` computed.
-        let hits = match (cov, judged.section.as_deref()) {
+        let hits = match (cov, &judged.section) {
             (Coverage::Covered, Some(s)) => {
-                let code = s
-                    .split_once(" § ")
-                    .and_then(|(_, sec)| sec.split_whitespace().next())
-                    .unwrap_or("");
-                crate::retrieval::covering_passages(&index, hits, code)
+                crate::retrieval::covering_passages(&index, hits, s.section.code())
             }
             _ => hits,
         };
         if cov == Coverage::None {
-            let diagnosis = self.unmatched(alarm, retrieval_ms);
+            let mut diagnosis = self.unmatched(alarm, retrieval_ms);
+            diagnosis.coverage_rule = Some(judged.rule);
             return Some(Trace {
                 diagnosis,
                 first: None,
@@ -381,6 +378,7 @@ impl Pipeline {
         let run = (style, steps, preemptible);
         let mut tr = self.answer(slot, alarm, run, hits, retrieval_ms).await?;
         tr.diagnosis = diagnosis::with_coverage(tr.diagnosis, cov, alarm, &tr.hits);
+        tr.diagnosis.coverage_rule = Some(judged.rule);
         Some(tr)
     }
 
@@ -542,6 +540,7 @@ impl Pipeline {
             sources: Vec::new(),
             mode: Mode::Full,
             coverage: Coverage::Covered,
+            coverage_rule: None,
             grounded: 1.0,
             model: self.model.info.name.clone(),
             timings,
@@ -643,7 +642,7 @@ impl Pipeline {
 fn source_of(h: &Hit) -> Source {
     Source {
         doc: h.doc.clone(),
-        section: h.section.clone(),
+        section: h.section.heading().to_string(),
     }
 }
 

@@ -88,8 +88,10 @@ pub fn be_the_oom_victim() {
 /// equipment class of its manual, and the section's own alarm sentence as
 /// the message (in the manual's language).
 fn manual_alarm(hit: &crate::retrieval::Hit, class: Option<String>, n: usize) -> Option<Alarm> {
-    let code = hit.section.split_whitespace().next()?.to_string();
-    let message = crate::coverage::own_alarm(hit).unwrap_or(&hit.section);
+    let code = Some(hit.section.code())
+        .filter(|c| !c.is_empty())?
+        .to_string();
+    let message = crate::coverage::own_alarm(hit).unwrap_or(hit.section.heading());
     Some(Alarm {
         id: format!("warm-{n}"),
         ts: crate::diagnosis::now_rfc3339(),

@@ -357,7 +357,7 @@ fn every_item_of_the_knowledge_base_is_the_manuals_text_under_its_number() {
             let hit = tidewatch::retrieval::Hit {
                 passage: 0,
                 doc: d.id.clone(),
-                section: c.section.clone(),
+                section: c.section.clone().into(),
                 score: 1.0,
                 text: c.text.clone(),
                 lang: d.lang.clone(),

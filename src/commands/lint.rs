@@ -220,7 +220,7 @@ fn lint_one<'a>(path: &'a Path, text: &str, out: &mut Vec<Problem>) -> Option<Ma
                 ),
             );
         }
-        let code = s.heading.split_whitespace().next().unwrap_or_default();
+        let code = crate::retrieval::section::code_of(s.heading).unwrap_or_default();
         if !doc.codes.iter().any(|c| c == code) {
             problem(
                 out,

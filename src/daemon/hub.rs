@@ -735,6 +735,8 @@ impl Hub {
                 code = %a.code,
                 slot = slot.map_or(-1, |s| s as i64),
                 mode = d.mode.as_str(),
+                coverage = d.coverage.as_str(),
+                rule = d.coverage_rule.unwrap_or("-"),
                 retrieval_ms = t.retrieval_ms,
                 prompt_tokens = t.prompt_tokens,
                 ttft_ms = t.ttft_ms,

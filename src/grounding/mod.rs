@@ -257,6 +257,7 @@ mod tests {
             sources: vec![],
             mode: Mode::Full,
             coverage: Default::default(),
+            coverage_rule: None,
             grounded: 1.0,
             model: "m.gguf".into(),
             timings: Timings {

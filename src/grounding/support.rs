@@ -85,7 +85,7 @@ pub fn support(cause: &str, passages: &[Hit], alarm: &Alarm) -> bool {
     let mut known = HashSet::new();
     for h in passages {
         known.extend(content_terms(&h.text));
-        known.extend(content_terms(&h.section));
+        known.extend(content_terms(h.section.heading()));
         known.extend(content_terms(&h.title));
     }
     let shared = mine.iter().filter(|t| known.contains(*t)).count();

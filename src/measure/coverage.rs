@@ -16,6 +16,8 @@ use serde::Serialize;
 
 use crate::coverage::Coverage;
 use crate::measure::eval::Case;
+use crate::retrieval::section::code_of;
+use crate::retrieval::SectionRef;
 
 /// One case as coverage was said for it.
 #[derive(Debug, Clone)]
@@ -33,7 +35,7 @@ pub struct Judged {
     pub high: bool,
     /// The judgement's best match and section (for the misjudged list).
     pub best: f32,
-    pub section: Option<String>,
+    pub section: Option<SectionRef>,
     /// A covered fault said covered by another fault's section (its code
     /// not the gold section's): a confident answer from the wrong page.
     pub elsewhere: bool,
@@ -43,24 +45,26 @@ pub struct Judged {
     /// An expected cause was named in the answer (`named`); None when no
     /// answer was read for causes.
     pub cause: Option<bool>,
+    /// The coverage rule that decided (`coverage::rules::RULES`); None when
+    /// the coverage was read off a published diagnosis.
+    pub rule: Option<&'static str>,
 }
 
 impl Judged {
-    pub fn of(c: &Case, said: Coverage, high: bool, best: f32, section: Option<String>) -> Self {
-        let plant_code = c.gold.as_ref().is_some_and(|g| {
-            let code = g.section.split_whitespace().next().unwrap_or("");
-            !code.eq_ignore_ascii_case(c.alarm.code.trim())
-        });
+    pub fn of(
+        c: &Case,
+        said: Coverage,
+        high: bool,
+        best: f32,
+        section: Option<SectionRef>,
+    ) -> Self {
+        let gold = c.gold.as_ref().map(|g| code_of(&g.section).unwrap_or(""));
+        let plant_code = gold.is_some_and(|g| !g.eq_ignore_ascii_case(c.alarm.code.trim()));
         let elsewhere = said == Coverage::Covered
             && c.coverage == Coverage::Covered
-            && c.gold
-                .as_ref()
-                .zip(section.as_deref())
-                .is_some_and(|(g, s)| {
-                    let code = |t: &str| t.split_whitespace().next().unwrap_or("").to_string();
-                    let said_code = code(s.split(" § ").nth(1).unwrap_or(""));
-                    !said_code.eq_ignore_ascii_case(&code(&g.section))
-                });
+            && gold
+                .zip(section.as_ref())
+                .is_some_and(|(g, s)| !s.section.code().eq_ignore_ascii_case(g));
         Judged {
             case: c.case.clone(),
             writer: c.writer().to_string(),
@@ -75,6 +79,7 @@ impl Judged {
             elsewhere,
             gold: None,
             cause: None,
+            rule: None,
         }
     }
 
@@ -90,6 +95,35 @@ impl Judged {
         self.cause = Some(found);
         self
     }
+
+    /// The same case, decided by coverage rule `rule`.
+    pub fn decided_by(self, rule: &'static str) -> Self {
+        Judged {
+            rule: Some(rule),
+            ..self
+        }
+    }
+
+    /// Whether the rule that decided was wrong: it said another coverage
+    /// than the case's truth, or covered a covered fault by another fault's
+    /// section.
+    fn wrong(&self) -> bool {
+        self.said != self.truth || self.elsewhere
+    }
+}
+
+/// How often one coverage rule decided, and how often it was wrong
+/// (`Judged::wrong`).
+#[derive(Debug, Default, Clone, PartialEq, Serialize)]
+pub struct RuleCount {
+    pub rule: &'static str,
+    pub fired: usize,
+    pub wrong: usize,
+}
+
+/// The section a judgement named, for people: "doc § section", or "-".
+fn said_at(j: &Judged) -> String {
+    j.section.as_ref().map_or("-".into(), ToString::to_string)
 }
 
 const ORDER: [Coverage; 3] = [Coverage::Covered, Coverage::Related, Coverage::None];
@@ -114,10 +148,13 @@ pub struct Tally {
     /// All covered faults, and those answered covered.
     pub covered: usize,
     pub covered_said_covered: usize,
+    /// Each coverage rule that decided a case, in the table's order.
+    pub rules: Vec<RuleCount>,
 }
 
 impl Tally {
     fn add(&mut self, j: &Judged) {
+        self.count_rule(j);
         self.cases += 1;
         self.table[at(j.truth)][at(j.said)] += 1;
         if j.truth == Coverage::Covered {
@@ -131,6 +168,28 @@ impl Tally {
             self.uncovered += 1;
             self.uncovered_ok += usize::from(j.said != Coverage::Covered && !j.high);
         }
+    }
+
+    fn count_rule(&mut self, j: &Judged) {
+        let Some(rule) = j.rule else { return };
+        let i = match self.rules.iter().position(|r| r.rule == rule) {
+            Some(i) => i,
+            None => {
+                self.rules.push(RuleCount {
+                    rule,
+                    ..RuleCount::default()
+                });
+                let order = |r: &RuleCount| {
+                    crate::coverage::rules::RULES
+                        .iter()
+                        .position(|t| t.name == r.rule)
+                };
+                self.rules.sort_by_key(order);
+                self.rules.iter().position(|r| r.rule == rule).unwrap_or(0)
+            }
+        };
+        self.rules[i].fired += 1;
+        self.rules[i].wrong += usize::from(j.wrong());
     }
 }
 
@@ -150,11 +209,8 @@ impl Part {
     fn add(&mut self, j: &Judged) {
         self.tally.add(j);
         if j.elsewhere {
-            self.elsewhere.push(format!(
-                "{}: covered by {}",
-                j.case,
-                j.section.as_deref().unwrap_or("-")
-            ));
+            self.elsewhere
+                .push(format!("{}: covered by {}", j.case, said_at(j)));
         }
         if (j.truth == Coverage::Covered) != (j.said == Coverage::Covered) {
             self.misjudged.push(format!(
@@ -163,7 +219,7 @@ impl Part {
                 j.truth.as_str(),
                 j.said.as_str(),
                 j.best,
-                j.section.as_deref().unwrap_or("-")
+                said_at(j)
             ));
         }
     }
@@ -203,6 +259,14 @@ impl Part {
             "  covered faults said covered by another fault's section: {}",
             self.elsewhere.len()
         );
+        if !t.rules.is_empty() {
+            let fired: Vec<String> = t
+                .rules
+                .iter()
+                .map(|r| format!("{} {}/{}", r.rule, r.fired, r.wrong))
+                .collect();
+            let _ = writeln!(o, "  rules decided/wrong: {}", fired.join(", "));
+        }
         for m in &self.misjudged {
             let _ = writeln!(o, "  misjudged {m}");
         }
@@ -418,7 +482,39 @@ mod tests {
             kind_style: "class".into(),
             gold: None,
             cause: None,
+            rule: None,
         }
+    }
+
+    #[test]
+    fn each_rule_is_counted_when_it_decides_and_when_it_is_wrong() {
+        use Coverage::*;
+        let r = CoverageReport::of(&[
+            j(Covered, Covered, false, false, false).decided_by("word_share"),
+            j(None, Covered, false, false, false).decided_by("word_share"),
+            j(Covered, Covered, false, false, false).decided_by("own_code"),
+            j(Related, None, false, false, false).decided_by("nothing_found"),
+            j(Related, Related, false, false, false),
+        ]);
+        let counts: Vec<(&str, usize, usize)> = r
+            .tuning
+            .tally
+            .rules
+            .iter()
+            .map(|c| (c.rule, c.fired, c.wrong))
+            .collect();
+        // In the table's order; a case with no rule is not counted.
+        assert_eq!(
+            counts,
+            [
+                ("own_code", 1, 0),
+                ("word_share", 2, 1),
+                ("nothing_found", 1, 1)
+            ]
+        );
+        assert!(r
+            .text()
+            .contains("rules decided/wrong: own_code 1/0, word_share 2/1, nothing_found 1/1"));
     }
 
     #[test]
@@ -432,7 +528,10 @@ mod tests {
             }))
             .unwrap()
         };
-        let said = Some("ballast-en § BAL-PUMP-PRES-LO causes".to_string());
+        let said = Some(SectionRef {
+            doc: "ballast-en".into(),
+            section: "BAL-PUMP-PRES-LO causes".into(),
+        });
         let right = Judged::of(
             &case("BAL-PUMP-PRES-LO 原因"),
             Coverage::Covered,

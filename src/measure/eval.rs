@@ -105,7 +105,9 @@ pub fn with_examples(
 /// True if a hit is the gold passage. A section split into parts ("… (1/2)")
 /// still counts as its section.
 pub fn is_gold(h: &Hit, g: &Gold) -> bool {
-    h.doc == g.doc && (h.section == g.section || h.section.starts_with(&format!("{} (", g.section)))
+    h.doc == g.doc
+        && (h.section.heading() == g.section
+            || h.section.heading().starts_with(&format!("{} (", g.section)))
 }
 
 /// Position (0-based) of the gold passage among the hits.
@@ -194,13 +196,18 @@ pub fn run_retrieval(
         let j = crate::coverage::judge_in_like(index, &c.alarm, &prompt, like);
         coverage_lat.push(t.elapsed().as_secs_f64() * 1e6);
         let rank = gold_rank(&hits, &c.gold);
-        judged.push(Judged::of(c, j.coverage, false, j.best, j.section).ranked(c, rank));
+        judged.push(
+            Judged::of(c, j.coverage, false, j.best, j.section)
+                .ranked(c, rank)
+                .decided_by(j.rule),
+        );
         let Some(gold) = &c.gold else { continue };
         let mut plant = c.clone();
         plant.alarm.code = format!("PLANT-{}", plant_judged.len() + 1);
         let passages = crate::retrieval::passages_for(index, &plant.alarm, 3)?;
         let j = crate::coverage::judge_in_like(index, &plant.alarm, &passages, like);
-        plant_judged.push(Judged::of(&plant, j.coverage, false, j.best, j.section));
+        plant_judged
+            .push(Judged::of(&plant, j.coverage, false, j.best, j.section).decided_by(j.rule));
         with_gold += 1;
         if gold_rank(&prompt, &c.gold).is_some() {
             p3 += 1;
@@ -427,6 +434,7 @@ mod tests {
             sources: vec![],
             mode,
             coverage: Default::default(),
+            coverage_rule: None,
             grounded: 1.0,
             model: "m.gguf".into(),
             timings: Default::default(),

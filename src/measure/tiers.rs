@@ -68,7 +68,7 @@ pub enum TiersError {
 /// The heading code of the manual section about a case's fault (its gold
 /// section), whatever code the case's alarm is raised under.
 pub fn manual_code(c: &Case) -> Option<&str> {
-    c.gold.as_ref()?.section.split_whitespace().next()
+    crate::retrieval::section::code_of(&c.gold.as_ref()?.section)
 }
 
 /// The first `n` cases with a manual section, one per fault (manual code),

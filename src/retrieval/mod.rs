@@ -12,6 +12,7 @@ pub mod index;
 pub mod kinds;
 pub mod knowledge;
 mod live;
+pub mod section;
 pub mod tokenize;
 
 use std::path::{Path, PathBuf};
@@ -22,6 +23,7 @@ use crate::alarm::Alarm;
 use index::RawIndex;
 use knowledge::ListKind;
 pub use live::LiveIndex;
+pub use section::{Section, SectionRef};
 use tokenize::{has_cjk, terms};
 
 /// Why an index could not be built, opened or read.
@@ -112,11 +114,22 @@ pub struct Hit {
     /// Stable passage number within this index.
     pub passage: u32,
     pub doc: String,
-    pub section: String,
+    /// Its section's heading, read once where the index is read.
+    pub section: Section,
     pub score: f32,
     pub text: String,
     pub lang: String,
     pub title: String,
+}
+
+impl Hit {
+    /// Its section of its manual, for a judgement to name.
+    pub fn reference(&self) -> SectionRef {
+        SectionRef {
+            doc: self.doc.clone(),
+            section: self.section.clone(),
+        }
+    }
 }
 
 /// An opened index.
@@ -297,11 +310,12 @@ impl Index {
                 IndexError::Corrupt(format!("passage {pid} names a missing document"))
             })?;
             let mut score = scores[pid as usize];
+            let section = Section::from(p.section);
             if let Some(c) = code {
-                if p.section.to_ascii_uppercase().contains(c) {
+                if section.heading().to_ascii_uppercase().contains(c) {
                     score += BOOST_CODE_SECTION;
                     // The causes section is what a diagnosis needs first.
-                    if ListKind::of(&p.section) == Some(ListKind::Causes) {
+                    if section.is_causes() {
                         score += 1.0;
                     }
                 }
@@ -309,7 +323,7 @@ impl Index {
             hits.push(Hit {
                 passage: pid,
                 doc: d.id.clone(),
-                section: p.section,
+                section,
                 score,
                 text: p.text,
                 lang: d.lang.clone(),
@@ -349,17 +363,18 @@ impl Index {
                 let Ok(p) = self.raw.passage(pid) else {
                     continue;
                 };
-                if ListKind::of(&p.section) != Some(ListKind::Causes) {
+                let section = Section::from(p.section);
+                if !section.is_causes() {
                     continue;
                 }
-                let part = section_part(&p.section);
+                let part = section.part();
                 if !part.is_empty() && !part.starts_with("(1/") && !part.starts_with("（1/") {
                     continue;
                 }
                 let hit = Hit {
                     passage: pid,
                     doc: d.id.clone(),
-                    section: p.section,
+                    section,
                     score: 0.0,
                     text: p.text,
                     lang: d.lang.clone(),
@@ -373,8 +388,8 @@ impl Index {
 
     pub fn twin(&self, hit: &Hit, lang: &str) -> Option<Hit> {
         let (stem, _) = hit.doc.rsplit_once('-')?;
-        let kind = ListKind::of(&hit.section)?;
-        let part = section_part(&hit.section);
+        let kind = hit.section.list()?;
+        let part = hit.section.part();
         self.section_of(&format!("{stem}-{lang}"), hit, kind, Some(part))
     }
 
@@ -389,16 +404,18 @@ impl Index {
     /// list of `kind`, of the given part (None: the first that exists).
     fn section_of(&self, doc: &str, like: &Hit, kind: ListKind, part: Option<&str>) -> Option<Hit> {
         let d = self.raw.docs.iter().find(|d| d.id == doc)?;
-        let code = section_code(like);
+        let code = like.section.code();
         (d.first_passage..d.first_passage + d.n_passages).find_map(|pid| {
             let p = self.raw.passage(pid).ok()?;
-            let same = p.section.split_whitespace().next() == Some(code)
-                && ListKind::of(&p.section) == Some(kind)
-                && part.is_none_or(|part| section_part(&p.section) == part);
+            let section = Section::from(p.section);
+            let same = !section.heading().trim().is_empty()
+                && section.code() == code
+                && section.list() == Some(kind)
+                && part.is_none_or(|part| section.part() == part);
             same.then(|| Hit {
                 passage: pid,
                 doc: d.id.clone(),
-                section: p.section,
+                section,
                 score: like.score,
                 text: p.text,
                 lang: d.lang.clone(),
@@ -438,7 +455,7 @@ fn shortlist(scores: &[f32], k: usize) -> Vec<u32> {
 /// nearest code; without that code's checks its answer could name causes
 /// and no action to take.
 pub fn with_both_lists(index: &Index, mut hits: Vec<Hit>) -> Vec<Hit> {
-    let kinds: Vec<Option<ListKind>> = hits.iter().map(|h| ListKind::of(&h.section)).collect();
+    let kinds: Vec<Option<ListKind>> = hits.iter().map(|h| h.section.list()).collect();
     for (have, want) in [
         (ListKind::Causes, ListKind::Checks),
         (ListKind::Checks, ListKind::Causes),
@@ -455,14 +472,6 @@ pub fn with_both_lists(index: &Index, mut hits: Vec<Hit>) -> Vec<Hit> {
         }
     }
     hits
-}
-
-/// "(1/2)" of a section split into parts, or "".
-fn section_part(section: &str) -> &str {
-    match section.rfind(" (") {
-        Some(i) if section.ends_with(')') && section[i..].contains('/') => &section[i + 1..],
-        _ => "",
-    }
 }
 
 /// The prompt's passages in the alarm's language: a passage of the other
@@ -550,7 +559,7 @@ pub fn for_prompt(hits: Vec<Hit>, k: usize, floor: f32, query: &str) -> Vec<Hit>
 /// The alarm code a passage is about: the first word of its section heading
 /// ("ME-JCW-TEMP-HI causes").
 fn section_code(h: &Hit) -> &str {
-    h.section.split_whitespace().next().unwrap_or("")
+    h.section.code()
 }
 
 /// When the manuals have sections for the alarm's own code, only those go
@@ -716,7 +725,7 @@ mod tests {
         assert_eq!(en[0].section, "ME-LO-PRES-LO causes");
         let zh = in_language(&idx, en.clone(), "主机滑油压力低");
         assert_eq!(
-            (zh[0].doc.as_str(), zh[0].section.as_str()),
+            (zh[0].doc.as_str(), zh[0].section.heading()),
             ("lube-zh", "ME-LO-PRES-LO 原因")
         );
         assert!(zh[0].text.contains("滤器堵塞"), "{:?}", zh[0].text);
@@ -751,12 +760,12 @@ mod tests {
             .unwrap();
         let only = |end: &str| -> Vec<Hit> {
             all.iter()
-                .filter(|h| h.section.ends_with(end))
+                .filter(|h| h.section.heading().ends_with(end))
                 .cloned()
                 .collect()
         };
         let both = with_both_lists(&idx, only("causes"));
-        let sections: Vec<&str> = both.iter().map(|h| h.section.as_str()).collect();
+        let sections: Vec<&str> = both.iter().map(|h| h.section.heading()).collect();
         assert_eq!(sections, ["ME-LO-PRES-LO causes", "ME-LO-PRES-LO checks"]);
         assert!(both[1].text.contains("Read the gauge"));
         // Both lists already there, or no list at all: nothing added.
@@ -789,15 +798,15 @@ mod tests {
             .collect();
         assert_eq!(with_both_lists(&idx, hits.clone()), hits);
         let kept = covering_passages(&idx, hits, "ME-LO-PRES-LO");
-        let sections: Vec<&str> = kept.iter().map(|h| h.section.as_str()).collect();
+        let sections: Vec<&str> = kept.iter().map(|h| h.section.heading()).collect();
         assert_eq!(sections, ["ME-LO-PRES-LO causes", "ME-LO-PRES-LO checks"]);
     }
 
     #[test]
     fn split_sections_keep_their_part() {
-        assert_eq!(section_part("BAT-VOLT-LO 原因 (1/2)"), "(1/2)");
-        assert_eq!(section_part("BAT-VOLT-LO causes"), "");
-        assert_eq!(section_part("Pump (main)"), "");
+        assert_eq!(Section::from("BAT-VOLT-LO 原因 (1/2)").part(), "(1/2)");
+        assert_eq!(Section::from("BAT-VOLT-LO causes").part(), "");
+        assert_eq!(Section::from("Pump (main)").part(), "");
     }
 
     #[test]
