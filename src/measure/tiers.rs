@@ -5,8 +5,9 @@
 //! 1. cold: nothing of the alarm's passage block cached, in RAM or on disk
 //!    (the static prefix is, as in the daemon after its start);
 //! 2. repeat after restart: the same alarm with a new id and reading, on new
-//!    slots (RAM tier empty) that keep the disk tier of 1, after `OTHERS`
-//!    other alarms;
+//!    slots (RAM tier empty) that keep the disk tier of 1 (where the cold
+//!    alarm, answered twice, left its states: the tier writes on a second
+//!    sight), after `OTHERS` other alarms;
 //! 3. warm: in a fresh state dir, after `tidewatch warm`'s own code path over
 //!    the cases' codes and a restart, the fault's first alarm, raised under a
 //!    plant code that coverage maps to the manual's section.
@@ -724,6 +725,9 @@ pub async fn run_tiers(
         // disk holds only other faults' blocks (one case per fault).
         slot.keep_cache(prefix, false).await;
         rows[i].cold = b.diagnose(&p, &mut slot, &c.alarm).await.0;
+        // The disk tier writes a fault's states on their second sight: the
+        // same alarm again, its prompt all in the context, is that sight.
+        let _ = b.diagnose(&p, &mut slot, &c.alarm).await;
     }
     b.stop(&p, slot).await;
     let (p, mut slot) = b.start(cfg, dir.path()).await?;
