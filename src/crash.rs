@@ -109,7 +109,7 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 }
 
 thread_local! {
-    /// The slot whose llama.cpp thread this is.
+    /// The slot whose job this llama.cpp thread is running, if any.
     static SLOT_THREAD: Cell<Option<usize>> = const { Cell::new(None) };
 }
 
@@ -119,9 +119,11 @@ tokio::task_local! {
     static SLOT_TASK: usize;
 }
 
-/// Marks the calling OS thread as slot `id`'s own, for the rest of its life.
-pub fn on_slot_thread(id: usize) {
-    SLOT_THREAD.with(|s| s.set(Some(id)));
+/// The calling OS thread now runs slot `id`'s job (None: no job, as while
+/// it saves a prompt state for a job already answered, when the slot's
+/// worker may already hold the next one).
+pub fn running_slot_job(id: Option<usize>) {
+    SLOT_THREAD.with(|s| s.set(id));
 }
 
 /// Runs `task` as slot `id`'s worker: a panic while it is polled serves

@@ -120,10 +120,17 @@ mod tests {
         assert_eq!(b.culprit(), None, "a thread that serves no slot");
         std::thread::scope(|s| {
             s.spawn(|| {
-                crate::crash::on_slot_thread(1);
+                crate::crash::running_slot_job(Some(1));
                 assert_eq!(b.culprit(), Some(k(2)));
                 b.working(1, None);
                 assert_eq!(b.culprit(), None, "a slot between jobs");
+                b.working(1, Some(k(3)));
+                crate::crash::running_slot_job(None);
+                assert_eq!(
+                    b.culprit(),
+                    None,
+                    "the thread saving the last job's state, its worker on the next"
+                );
             });
         });
         let rt = tokio::runtime::Builder::new_current_thread()

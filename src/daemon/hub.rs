@@ -1,12 +1,12 @@
-//! The hub: the one task that owns the MQTT client, the delivery machine,
-//! the inbox and the outbox, so none of them needs a lock. It takes alarms
-//! in (checks them, journals them, queues or triages them), stores the
-//! diagnoses the workers hand back, acknowledges and publishes in group
-//! commits, and reports the status and its counters.
+//! The hub: the one task that owns the broker connection (`link`) and the
+//! durable side (`store`: the delivery machine, the inbox and the outbox),
+//! so none of them needs a lock. It takes alarms in (checks them, journals
+//! them, queues or triages them), stores the diagnoses the workers hand
+//! back, and reports the status and its counters.
 //!
 //! Disk writes are grouped: the hub appends the alarms and diagnoses of a
 //! burst without fsync, and when no more input is waiting (or a batch is
-//! full) `flush` fsyncs the outbox and the inbox once each, then
+//! full) the store's `flush` fsyncs the outbox and the inbox once each, then
 //! acknowledges the burst's alarms and publishes its diagnoses. That is what
 //! takes a storm off the broker faster than the model answers it.
 
@@ -19,21 +19,23 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::blame::{self, Culprit};
-use super::delivery::{self, Delivery, Key, Output, Receipt, Settings};
+use super::delivery::{Key, Receipt};
 use super::inbox::{self, Inbox};
-use super::mqtt::{self, Inbound};
-use super::outbox::{self, Outbox};
+use super::link::Link;
+use super::mqtt::Inbound;
+use super::outbox::Outbox;
 use super::queue::Offer;
+use super::store::{Sorted, Store};
 use super::systemd::Notifier;
 use super::{FromWorker, Shared};
 use crate::alarm::{self, Alarm, Topics};
 use crate::config::MqttConfig;
 use crate::diagnosis::Diagnosis;
 
-/// What the hub counts of its intake, for the status: written by the hub
-/// alone, so plain numbers.
+/// What the hub counts, for the status: written by the hub alone, so
+/// plain numbers.
 #[derive(Debug, Default)]
-struct Intake {
+struct Counts {
     /// Alarms that failed the checks, reported on the error topic.
     rejected: u64,
     /// Of the error reports, those that found the mqtt client's queue full.
@@ -42,53 +44,66 @@ struct Intake {
     replayed: u64,
     /// Alarms merged into a queued job for the same equipment and code.
     merged: u64,
-}
-
-/// The serving loop's state: the delivery machine, the inbox, the outbox
-/// and the MQTT client. Owned by one task, so none of it needs a lock.
-pub(super) struct Hub {
-    s: Arc<Shared>,
-    /// The daemon's MQTT settings: topics, the alarm size limit, the broker
-    /// named in the journal.
-    mqtt: MqttConfig,
-    intake: Intake,
-    client: AsyncClient,
-    topics: Topics,
-    notifier: Arc<Notifier>,
-    delivery: Delivery<Publish>,
-    outbox: Outbox,
-    inbox: Option<Inbox>,
-    /// Alarms appended to the inbox since the last flush: acknowledged once
-    /// the flush has fsync'd them.
-    unsynced: Vec<Key>,
-    /// Diagnoses written to the outbox since the last flush, with their
-    /// entry: published once the flush has fsync'd them.
-    staged: Vec<(Key, u64, bool)>,
-    /// Workers waiting for their staged diagnoses to be published.
-    published: Vec<tokio::sync::oneshot::Sender<()>>,
-    /// The connection the poller last reported up; None while it is down.
-    live: Option<u64>,
-    /// Alarms to answer from retrieval alone (the queue was full), taken
-    /// when no input is waiting: triage costs a retrieval each, and must not
-    /// slow the intake that acknowledges a storm.
-    backlog: std::collections::VecDeque<Vec<(Alarm, Key)>>,
     /// Alarms triaged at once because the inbox was full or failing.
     inbox_refused: u64,
     /// Alarms answered without the model because their handling aborted
     /// the daemon `inbox::POISON_AFTER` times.
     poisoned: u64,
-    /// Acks the client's queue refused; retried on the next tick.
-    unsent_acks: Vec<Publish>,
-    /// Connected and the alarm subscription not yet confirmed.
-    subscribe_pending: bool,
-    subscribed_ms: u64,
-    ready: bool,
+}
+
+/// Test hooks that slow the intake (cargo feature `fault-injection`).
+#[derive(Debug, Default)]
+struct IntakeFaults {
+    /// Extra time every inbound alarm costs (see `intake_delay`).
+    delay: Option<Duration>,
+    /// How long the first inbound alarm stops the hub (see `intake_stall`).
+    stall: Option<Duration>,
+}
+
+impl IntakeFaults {
+    fn from_env() -> Self {
+        IntakeFaults {
+            delay: intake_delay(),
+            stall: intake_stall(),
+        }
+    }
+
+    async fn before_intake(&mut self) {
+        if let Some(d) = self.delay {
+            tokio::time::sleep(d).await;
+        }
+        if let Some(d) = self.stall.take() {
+            tracing::warn!(
+                ms = d.as_millis() as u64,
+                "fault injection: the hub stopped for {} ms",
+                d.as_millis()
+            );
+            tokio::task::block_in_place(|| std::thread::sleep(d));
+        }
+    }
+}
+
+/// The serving loop's state, in parts that each own their data: the broker
+/// connection, the durable side, the triage backlog, the counters and the
+/// test hooks. Owned by one task, so none of it needs a lock.
+pub(super) struct Hub {
+    s: Arc<Shared>,
+    /// The daemon's MQTT settings: the alarm size limit, the broker named
+    /// in the journal.
+    mqtt: MqttConfig,
+    notifier: Arc<Notifier>,
+    /// The broker connection: the client, the subscription, the acks.
+    link: Link,
+    /// The durable side: delivery, inbox, outbox and the unflushed batch.
+    store: Store,
+    /// Alarms to answer from retrieval alone (the queue was full), taken
+    /// when no input is waiting: triage costs a retrieval each, and must not
+    /// slow the intake that acknowledges a storm.
+    backlog: std::collections::VecDeque<Vec<(Alarm, Key)>>,
+    counts: Counts,
+    faults: IntakeFaults,
+    /// When the status was last published: it is refreshed every 10 s.
     last_status_ms: u64,
-    /// Test hook: extra time every inbound alarm costs (see `intake_delay`).
-    intake_delay: Option<Duration>,
-    /// Test hook: how long the first inbound alarm stops the hub (see
-    /// `intake_stall`).
-    intake_stall: Option<Duration>,
 }
 
 /// Most alarms and diagnoses a flush waits to group: bounds how long an
@@ -129,34 +144,19 @@ impl Hub {
         inbox: Option<Inbox>,
         notifier: Arc<Notifier>,
     ) -> Self {
-        let delivery = delivery_for(&outbox);
         let topics = Topics {
             prefix: mqtt.topic_prefix.clone(),
         };
         Hub {
             s,
             mqtt,
-            intake: Intake::default(),
-            client,
-            topics,
             notifier,
-            delivery,
-            outbox,
-            inbox,
-            unsent_acks: Vec::new(),
-            unsynced: Vec::new(),
-            staged: Vec::new(),
-            published: Vec::new(),
-            live: None,
+            link: Link::new(client, topics),
+            store: Store::new(outbox, inbox),
             backlog: std::collections::VecDeque::new(),
-            inbox_refused: 0,
-            poisoned: 0,
-            subscribe_pending: false,
-            subscribed_ms: 0,
-            ready: false,
+            counts: Counts::default(),
+            faults: IntakeFaults::from_env(),
             last_status_ms: 0,
-            intake_delay: intake_delay(),
-            intake_stall: intake_stall(),
         }
     }
 
@@ -166,31 +166,20 @@ impl Hub {
     pub(super) fn sign_off(&self) -> bool {
         self.notifier.stopping();
         tracing::info!("shutting down; alarms not yet answered stay in the inbox (or unacknowledged) for the next start");
-        let offline =
-            serde_json::json!({"state": "offline", "ts": crate::diagnosis::now_rfc3339()});
-        let queued = mqtt::publish_info(
-            &self.client,
-            self.topics.status(),
-            offline.to_string().into_bytes(),
-            true,
-        )
-        .is_ok()
-            && self.client.try_disconnect().is_ok();
-        queued && self.delivery.is_connected()
+        self.link.sign_off() && self.store.is_connected()
     }
 
     pub(super) async fn serve(
         &mut self,
         mut events: mpsc::UnboundedReceiver<Inbound>,
-        mut qos0: mpsc::Receiver<mqtt::Qos0>,
+        mut qos0: mpsc::Receiver<super::mqtt::Qos0>,
         mut done: mpsc::UnboundedReceiver<FromWorker>,
         cancel: &CancellationToken,
     ) {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let idle_work =
-                !self.unsynced.is_empty() || !self.staged.is_empty() || !self.backlog.is_empty();
+            let idle_work = self.store.unflushed() > 0 || !self.backlog.is_empty();
             // Biased: input first, so a burst is taken (and its acks grouped
             // into one flush) before the idle work; a finished diagnosis
             // before everything, as it is rare and someone waits for it.
@@ -199,18 +188,20 @@ impl Hub {
                 _ = cancel.cancelled() => {
                     // What is journaled is kept; acks may still go out
                     // while the client says goodbye.
-                    self.flush();
+                    self.store.flush(&mut self.link);
                     return;
                 }
                 Some(m) = done.recv() => match m {
                     FromWorker::SlotLost(c) => self.slot_lost(&c),
                     FromWorker::Done(d) => {
-                        self.published.extend(d.published);
+                        if let Some(p) = d.published {
+                            self.store.on_published(p);
+                        }
                         self.finish(d.alarms, d.diagnosis, d.slot)
                     }
                 },
                 Some(ev) = events.recv() => self.on_event(ev).await,
-                Some(mqtt::Qos0 { publish, room }) = qos0.recv() => {
+                Some(super::mqtt::Qos0 { publish, room }) = qos0.recv() => {
                     self.intake(publish, true).await;
                     // Taken: the poller may read as much again.
                     drop(room);
@@ -226,8 +217,8 @@ impl Hub {
                     tokio::task::yield_now().await;
                 }
             }
-            if self.unsynced.len() + self.staged.len() >= MAX_BATCH {
-                self.flush();
+            if self.store.unflushed() >= MAX_BATCH {
+                self.store.flush(&mut self.link);
             }
         }
     }
@@ -235,8 +226,8 @@ impl Hub {
     /// Nothing is waiting: flush what was written, else answer some of the
     /// triage backlog.
     fn idle(&mut self) {
-        if !self.unsynced.is_empty() || !self.staged.is_empty() {
-            return self.flush();
+        if self.store.unflushed() > 0 {
+            return self.store.flush(&mut self.link);
         }
         for _ in 0..TRIAGE_CHUNK {
             let Some(alarms) = self.backlog.pop_front() else {
@@ -253,14 +244,13 @@ impl Hub {
     /// whose handling aborted the daemon `POISON_AFTER` times is answered
     /// without the model (see `poisoned`). Every one is answered.
     pub(super) fn replay(&mut self) {
-        let Some(inbox) = &self.inbox else {
-            return;
-        };
-        let held = inbox.held().cloned();
-        let Sorted {
+        let Some(Sorted {
             unanswered,
             release: mut answered,
-        } = sort_held(held, &mut self.delivery, &self.outbox);
+        }) = self.store.replay()
+        else {
+            return;
+        };
         let mut again = 0usize;
         for h in unanswered {
             match self.read_alarm(&h.topic, &h.payload) {
@@ -273,18 +263,12 @@ impl Hub {
                     // Only a config change (a new topic prefix or a lower
                     // size limit) gets here: the alarm passed at intake.
                     tracing::error!(topic = %h.topic, reason = %reason, "alarm in the inbox no longer passes; dropped from the inbox");
-                    self.delivery.abandoned(&h.key);
+                    self.store.abandoned(&h.key);
                     answered.push(h.key);
                 }
             }
         }
-        if let Some(inbox) = &mut self.inbox {
-            for k in &answered {
-                if let Err(e) = inbox.done(k) {
-                    tracing::warn!(error = %e, "cannot update the inbox");
-                }
-            }
-        }
+        self.store.release(&answered);
         if again > 0 {
             tracing::info!(
                 alarms = again,
@@ -300,7 +284,7 @@ impl Hub {
     /// answered: the error report alone is neither retained nor carried by
     /// a bridge.
     fn poisoned(&mut self, a: Alarm, h: &inbox::Held) {
-        self.poisoned += 1;
+        self.counts.poisoned += 1;
         let triage = h.aborts == inbox::POISON_AFTER;
         let reason = if triage {
             format!("this alarm aborted tidewatch {} times while it was diagnosed; it is answered from the manuals without the model (mode triage) and never given to the model again", h.aborts)
@@ -336,83 +320,15 @@ impl Hub {
     /// The watchdog gave up on a slot while it ran this alarm: one abort
     /// against it, on disk before the answer the worker hands in next.
     fn slot_lost(&mut self, c: &Culprit) {
-        let Some(inbox) = &mut self.inbox else {
-            return;
-        };
-        let counted = inbox
-            .count_abort(&c.key)
-            .and_then(|_| tokio::task::block_in_place(|| inbox.sync()));
-        match counted {
-            Ok(()) => {
+        match self.store.count_abort(&c.key) {
+            None => {}
+            Some(Ok(())) => {
                 tracing::warn!(alarm_id = %c.alarm_id, "a slot was lost on this alarm; counted against it")
             }
-            Err(e) => {
+            Some(Err(e)) => {
                 tracing::warn!(alarm_id = %c.alarm_id, error = %e, "cannot count a lost slot against its alarm in the inbox")
             }
         }
-    }
-
-    /// Group commit: one fsync for the outbox and one for the inbox covers
-    /// every diagnosis and alarm written since the last flush; only then are
-    /// those alarms acknowledged and those diagnoses published.
-    fn flush(&mut self) {
-        let staged = std::mem::take(&mut self.staged);
-        let unsynced = std::mem::take(&mut self.unsynced);
-        let outbox_ok = staged.is_empty()
-            || match tokio::task::block_in_place(|| self.outbox.sync()) {
-                Ok(()) => true,
-                Err(e) => {
-                    tracing::error!(error = %e, diagnoses = staged.len(), "cannot fsync the outbox; those alarms stay in the inbox until their diagnoses are delivered");
-                    false
-                }
-            };
-        let mut inbox_ok = true;
-        if let Some(inbox) = &mut self.inbox {
-            if !unsynced.is_empty() {
-                if let Err(e) = tokio::task::block_in_place(|| inbox.sync()) {
-                    tracing::error!(error = %e, alarms = unsynced.len(), "cannot fsync the inbox; those alarms are acknowledged only after their diagnoses are delivered");
-                    inbox_ok = false;
-                }
-            }
-            if outbox_ok {
-                // A diagnosis held in memory only answers nothing after a
-                // crash: its alarm stays in the inbox.
-                for (key, _, _) in staged.iter().filter(|s| s.2) {
-                    if let Err(e) = inbox.done(key) {
-                        tracing::warn!(error = %e, "cannot update the inbox; the alarm may be answered again after a restart");
-                    }
-                }
-            }
-        }
-        let (alarms, diagnoses) = (unsynced.len(), staged.len());
-        // Receipts acknowledged by this flush: what deploy/bench-intake.sh
-        // counts, journaled alarms and those answered at once alike.
-        let mut acked = 0;
-        let acks =
-            |out: &[Output<Publish>]| out.iter().filter(|o| matches!(o, Output::Ack(_))).count();
-        if inbox_ok {
-            for key in &unsynced {
-                let out = self.delivery.journaled(key);
-                acked += acks(&out);
-                self.carry_out(out);
-            }
-        }
-        for (key, seq, durable) in staged {
-            if outbox_ok && durable {
-                // Its answer is on disk and will be delivered whatever
-                // happens: the alarm is as safe as if journaled (this is
-                // what acks alarms the inbox had no room for).
-                let out = self.delivery.journaled(&key);
-                acked += acks(&out);
-                self.carry_out(out);
-            }
-            let out = self.delivery.stored(key, seq);
-            self.carry_out(out);
-        }
-        for p in self.published.drain(..) {
-            let _ = p.send(());
-        }
-        tracing::debug!(alarms, diagnoses, acked, "flushed");
     }
 
     async fn on_event(&mut self, ev: Inbound) {
@@ -422,23 +338,15 @@ impl Hub {
                 session_present,
                 epoch,
             } => {
-                self.live = Some(epoch);
-                // Subscribe on every connection: a broker that lost our
-                // session lost the subscription too, and one that kept it
-                // treats the repeat as a no-op.
                 tracing::info!(session_present, "connected to the broker");
-                self.subscribe_pending = true;
-                self.subscribe();
-                let out = self.delivery.connected(session_present);
-                self.carry_out(out);
+                self.link.connected(epoch, now);
+                self.store.connected(session_present, &mut self.link);
                 self.publish_status();
             }
             Inbound::SubAck => {
-                self.subscribe_pending = false;
                 // READY only once subscribed: before that an alarm published
                 // by a sensor would have no subscriber and be dropped.
-                if !self.ready {
-                    self.ready = true;
+                if self.link.subscribed() {
                     self.notifier.ready();
                     let cfg = &self.mqtt;
                     tracing::info!(broker = %format!("{}:{}", cfg.host, cfg.port), "tidewatch ready");
@@ -451,121 +359,32 @@ impl Hub {
             } => {
                 // Read on a connection already lost: answered, but its ack
                 // handle means nothing now; the broker redelivers it.
-                let live = self.live == Some(epoch);
+                let live = self.link.is_live(epoch);
                 self.intake(*publish, live).await;
                 // Taken: the poller may read as much again.
                 drop(room);
             }
-            Inbound::Sent(pkid) => self.delivery.sent(pkid, now),
-            Inbound::PubAck(pkid) => {
-                let out = self.delivery.puback(pkid);
-                self.carry_out(out);
-            }
+            Inbound::Sent(pkid) => self.store.sent(pkid, now),
+            Inbound::PubAck(pkid) => self.store.puback(pkid, &mut self.link),
             Inbound::Denied { pkid, reason } => {
-                let (refusal, out) = self.delivery.denied(pkid, now);
-                if let Some(r) = refusal {
-                    self.log_refusal(r, &reason);
-                }
-                self.carry_out(out);
+                self.store.denied(pkid, &reason, now, &mut self.link);
             }
             Inbound::Disconnected { dropped, seen } => {
-                self.live = None;
-                self.subscribe_pending = false;
-                self.delivery.disconnected(dropped);
-                self.unsent_acks.clear();
+                self.link.disconnected();
+                self.store.disconnected(dropped);
                 let _ = seen.send(());
             }
         }
     }
 
-    /// Asks for the alarm subscription; retried on ticks until the SUBACK,
-    /// since a full client queue refuses the request rather than wait.
-    fn subscribe(&mut self) {
-        self.subscribed_ms = self.s.now_ms();
-        if let Err(e) = self.client.try_subscribe(
-            self.topics.alarms(),
-            rumqttc::v5::mqttbytes::QoS::AtLeastOnce,
-        ) {
-            tracing::warn!(error = %e, "cannot subscribe to alarms yet; retrying");
-        }
-    }
-
     fn on_tick(&mut self) {
         let now = self.s.now_ms();
-        if self.delivery.is_connected() {
-            for p in std::mem::take(&mut self.unsent_acks) {
-                self.ack(p);
-            }
-            if self.subscribe_pending && now.saturating_sub(self.subscribed_ms) >= 5_000 {
-                self.subscribe();
-            }
+        if self.store.is_connected() {
+            self.link.retry(now);
         }
-        let out = self.delivery.tick(now);
-        self.carry_out(out);
+        self.store.tick(now, &mut self.link);
         if now.saturating_sub(self.last_status_ms) >= 10_000 {
             self.publish_status();
-        }
-    }
-
-    fn carry_out(&mut self, out: Vec<Output<Publish>>) {
-        for o in out {
-            match o {
-                Output::Publish(seq) => {
-                    let Some(e) = self.outbox.get(seq) else {
-                        continue;
-                    };
-                    match mqtt::publish_diagnosis(&self.client, &e.topic, &e.payload) {
-                        Ok(()) => self.delivery.handed(seq),
-                        Err(err) => {
-                            tracing::debug!(error = %err, "mqtt client queue full; diagnosis offered again shortly");
-                            self.delivery.refused(seq);
-                        }
-                    }
-                }
-                Output::Ack(p) => self.ack(p),
-                Output::Delivered(seq) => {
-                    let key = self.outbox.get(seq).map(|e| e.key);
-                    let r = tokio::task::block_in_place(|| self.outbox.ack(seq));
-                    if let Err(err) = r {
-                        tracing::error!(error = %err, "cannot record a delivered diagnosis");
-                    }
-                    // The broker has the answer: its alarm need not be
-                    // replayed. A diagnosis on disk released it at the
-                    // flush already; one kept in memory (the outbox full
-                    // or failing) releases it only now.
-                    if let (Some(key), Some(inbox)) = (key, &mut self.inbox) {
-                        if let Err(e) = inbox.done(&key) {
-                            tracing::warn!(error = %e, "cannot update the inbox; the alarm may be answered again after a restart");
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// A diagnosis the broker refused stays in the outbox and is sent again
-    /// (see `delivery`). At error level on the first refusal and then at
-    /// doubling counts, so a long-standing ACL mistake does not flood the
-    /// journal; the status counts them all along.
-    fn log_refusal(&self, r: delivery::Refusal, reason: &str) {
-        let (topic, alarm_id) = self
-            .outbox
-            .get(r.seq)
-            .map(|e| (e.topic.clone(), e.alarm_id.clone()))
-            .unwrap_or_default();
-        let hint = mqtt::denial_hint(reason, &self.topics.prefix);
-        let retry_in_s = r.retry_in_ms / 1000;
-        if r.times.is_power_of_two() {
-            tracing::error!(topic = %topic, alarm_id = %alarm_id, reason, times = r.times, retry_in_s, hint = %hint, "the broker refused a diagnosis; it stays in the outbox and is sent again");
-        } else {
-            tracing::debug!(topic = %topic, alarm_id = %alarm_id, reason, times = r.times, retry_in_s, "the broker refused a diagnosis again");
-        }
-    }
-
-    fn ack(&mut self, p: Publish) {
-        if let Err(e) = self.client.try_ack(&p) {
-            tracing::debug!(error = %e, "mqtt client queue full; alarm ack retried shortly");
-            self.unsent_acks.push(p);
         }
     }
 
@@ -573,7 +392,7 @@ impl Hub {
     /// client's queue (`mqtt::CLIENT_QUEUE`) holds a flood's reports; one
     /// that finds it full is counted in `error_reports_dropped`.
     fn reject(&mut self, p: Publish, reason: String, live: bool) {
-        self.intake.rejected += 1;
+        self.counts.rejected += 1;
         let topic: String = String::from_utf8_lossy(&p.topic)
             .chars()
             .take(256)
@@ -593,7 +412,7 @@ impl Hub {
         // A reject read on a lost connection is reported again when the
         // broker redelivers it; its handle must not ack on the new one.
         if live {
-            self.ack(p);
+            self.link.ack(p);
         }
     }
 
@@ -601,24 +420,18 @@ impl Hub {
     /// the poller may itself be waiting for the hub to take a QoS 0 alarm,
     /// and the report is advisory.
     fn publish_error(&mut self, report: serde_json::Value) {
-        if let Err(e) = mqtt::publish_info(
-            &self.client,
-            self.topics.error(),
-            report.to_string().into_bytes(),
-            false,
-        ) {
-            self.intake.error_reports_dropped += 1;
-            tracing::warn!(error = %e, "cannot publish error report: the mqtt client queue is full");
+        if !self.link.publish_error(&report) {
+            self.counts.error_reports_dropped += 1;
         }
     }
 
     /// The alarm a publish on `topic` carries, or why it is not one: the one
     /// check for what comes in and what the inbox replays.
     fn read_alarm(&self, topic: &str, payload: &[u8]) -> Result<Alarm, String> {
-        let equipment = alarm::equipment_from_topic(&self.topics.prefix, topic).map_err(|_| {
+        let prefix = &self.link.topics().prefix;
+        let equipment = alarm::equipment_from_topic(prefix, topic).map_err(|_| {
             format!(
-                "topic {topic:?} is not {}/alarm/{{equipment}}: one topic level after alarm/, the equipment id",
-                self.topics.prefix
+                "topic {topic:?} is not {prefix}/alarm/{{equipment}}: one topic level after alarm/, the equipment id"
             )
         })?;
         alarm::parse(payload, Some(equipment), self.mqtt.max_alarm_bytes).map_err(|e| e.to_string())
@@ -628,17 +441,7 @@ impl Hub {
     /// its receipt can be acknowledged.
     async fn intake(&mut self, p: Publish, live: bool) {
         crate::crash::injected_panic(crate::crash::Place::Hub, &p.payload);
-        if let Some(d) = self.intake_delay {
-            tokio::time::sleep(d).await;
-        }
-        if let Some(d) = self.intake_stall.take() {
-            tracing::warn!(
-                ms = d.as_millis() as u64,
-                "fault injection: the hub stopped for {} ms",
-                d.as_millis()
-            );
-            tokio::task::block_in_place(|| std::thread::sleep(d));
-        }
+        self.faults.before_intake().await;
         // MQTT 5 hands topics over as bytes; brokers check they are UTF-8.
         let Ok(topic) = std::str::from_utf8(&p.topic).map(str::to_string) else {
             return self.reject(p, "topic is not UTF-8".into(), live);
@@ -657,8 +460,9 @@ impl Hub {
             topic: Default::default(),
             ..p
         };
-        let (receipt, out) = self.delivery.received(key, live.then_some(handle));
-        self.carry_out(out);
+        let receipt = self
+            .store
+            .received(key, live.then_some(handle), &mut self.link);
         match receipt {
             Receipt::Diagnose => {}
             Receipt::Joined => {
@@ -672,19 +476,12 @@ impl Hub {
                 return;
             }
         }
-        let journal = self
-            .inbox
-            .as_mut()
-            .map(|ib| ib.append(key, &topic, &payload));
-        match journal {
-            Some(Ok(())) => {
-                self.unsynced.push(key);
-                self.offer(a, key, true);
-            }
+        match self.store.journal(key, &topic, &payload) {
+            Some(Ok(())) => self.offer(a, key, true),
             Some(Err(e)) => {
-                self.inbox_refused += 1;
-                if self.inbox_refused.is_power_of_two() {
-                    tracing::warn!(error = %e, refused = self.inbox_refused, "inbox cannot take the alarm; unless it outranks a queued one it is triaged at once, and it is acknowledged once its answer is on disk");
+                self.counts.inbox_refused += 1;
+                if self.counts.inbox_refused.is_power_of_two() {
+                    tracing::warn!(error = %e, refused = self.counts.inbox_refused, "inbox cannot take the alarm; unless it outranks a queued one it is triaged at once, and it is acknowledged once its answer is on disk");
                 }
                 self.offer(a, key, false);
             }
@@ -704,7 +501,7 @@ impl Hub {
         }
         match offer {
             Offer::Queued => self.s.work.notify_one(),
-            Offer::Merged => self.intake.merged += 1,
+            Offer::Merged => self.counts.merged += 1,
             Offer::Triage(a, k) if journaled => self.backlog.push_back(vec![(a, k)]),
             Offer::Triage(a, k) => {
                 let d = self.triage(&a, k);
@@ -718,7 +515,7 @@ impl Hub {
     }
 
     fn count_replayed(&mut self) {
-        self.intake.replayed += 1;
+        self.counts.replayed += 1;
     }
 
     /// Stores a diagnosis for every alarm it answers; delivery publishes it.
@@ -748,20 +545,12 @@ impl Hub {
                 Ok(b) => b,
                 Err(e) => {
                     tracing::error!(error = %e, "cannot encode diagnosis");
-                    self.delivery.abandoned(&key);
+                    self.store.abandoned(&key);
                     continue;
                 }
             };
-            let topic = self.topics.diagnosis(&a.equipment);
-            // Written now, fsync'd by the next flush (with the rest of the
-            // burst) before it is published.
-            let stored =
-                tokio::task::block_in_place(|| self.outbox.put(key, &a.id, &topic, &payload));
-            if let Some(e) = &stored.not_durable {
-                tracing::warn!(alarm_id = %a.id, error = %e, "diagnosis not on disk; it is delivered from memory, and its alarm stays in the inbox (or unacknowledged) until then");
-            }
-            self.staged
-                .push((key, stored.seq, stored.not_durable.is_none()));
+            let topic = self.link.topics().diagnosis(&a.equipment);
+            self.store.put(key, &a.id, &topic, &payload);
         }
     }
 
@@ -777,15 +566,10 @@ impl Hub {
         if let (Some(obj), serde_json::Value::Object(c)) = (v.as_object_mut(), p.counters.to_json())
         {
             obj.extend(c);
-            obj.insert("outbox_pending".into(), self.outbox.pending_len().into());
-            obj.insert("outbox_writable".into(), self.outbox.writable().into());
-            obj.insert(
-                "inbox_pending".into(),
-                self.inbox.as_ref().map_or(0, Inbox::len).into(),
-            );
-            obj.insert("inbox_refused".into(), self.inbox_refused.into());
-            obj.insert("poisoned".into(), self.poisoned.into());
-            let i = &self.intake;
+            self.store.status(obj);
+            let i = &self.counts;
+            obj.insert("inbox_refused".into(), i.inbox_refused.into());
+            obj.insert("poisoned".into(), i.poisoned.into());
             obj.insert("rejected".into(), i.rejected.into());
             obj.insert(
                 "error_reports_dropped".into(),
@@ -795,8 +579,6 @@ impl Hub {
             obj.insert("merged".into(), i.merged.into());
             obj.insert("queue_depth".into(), self.s.queue().len().into());
             obj.insert("triage_backlog".into(), self.backlog.len().into());
-            obj.insert("awaiting_ack".into(), self.delivery.open_alarms().into());
-            obj.insert("denied".into(), self.delivery.denied_count().into());
         }
         v
     }
@@ -805,14 +587,7 @@ impl Hub {
         self.last_status_ms = self.s.now_ms();
         let v = self.status_json();
         self.notifier.status(&status_line(&v));
-        if let Err(e) = mqtt::publish_info(
-            &self.client,
-            self.topics.status(),
-            v.to_string().into_bytes(),
-            true,
-        ) {
-            tracing::warn!(error = %e, "cannot publish status");
-        }
+        self.link.publish_status(&v);
     }
 }
 
@@ -827,60 +602,6 @@ fn unread_answer(a: &Alarm, model: &str) -> Diagnosis {
         a.code, a.equipment
     );
     d
-}
-
-/// The delivery machine as the outbox left it: what it holds to deliver,
-/// and the alarms it remembers delivered.
-fn delivery_for<T>(outbox: &Outbox) -> Delivery<T> {
-    let mut delivery = Delivery::new(Settings {
-        remembered: outbox::CACHE_ENTRIES,
-        ..Settings::default()
-    });
-    delivery.restore(
-        outbox.pending().map(|e| (e.seq, e.key)),
-        outbox.delivered().copied(),
-    );
-    delivery
-}
-
-/// The inbox's alarms as replay sorts them.
-#[derive(Debug, Default)]
-struct Sorted {
-    /// Not answered yet: to answer again.
-    unanswered: Vec<inbox::Held>,
-    /// Answered, and safe to drop from the inbox.
-    release: Vec<Key>,
-}
-
-/// Sorts the alarms the inbox held across a restart. Those answered
-/// (delivered, or in the outbox to deliver) are not answered again; an
-/// outbox entry stands in for its alarm only once it is known to be on disk,
-/// and until then the alarm stays held, leaving when its diagnosis is
-/// delivered.
-fn sort_held<T>(
-    held: impl Iterator<Item = inbox::Held>,
-    delivery: &mut Delivery<T>,
-    outbox: &Outbox,
-) -> Sorted {
-    let in_outbox: std::collections::HashSet<Key> = outbox.pending().map(|e| e.key).collect();
-    let mut sorted = Sorted::default();
-    for h in held {
-        if delivery.restore_journaled(h.key) {
-            sorted.unanswered.push(h);
-        } else if release_answered(in_outbox.contains(&h.key), outbox.settled()) {
-            sorted.release.push(h.key);
-        }
-    }
-    sorted
-}
-
-/// Whether replay may drop from the inbox an alarm already answered: one
-/// delivered may go; one whose diagnosis waits in the outbox only when what
-/// the outbox read at start is on disk (a crash between a store and its
-/// fsync leaves it in the page cache, and a power cut then would lose both
-/// the alarm and its answer).
-fn release_answered(waiting_in_outbox: bool, outbox_settled: bool) -> bool {
-    !waiting_in_outbox || outbox_settled
 }
 
 /// The one-line form of the status document for `systemctl status`: what an
@@ -923,56 +644,6 @@ fn readable_id(payload: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn replay_keeps_an_alarm_whose_answer_in_the_outbox_may_not_be_on_disk() {
-        let k = |i: u8| Key([i; 16]);
-        let held = |i: u8| inbox::Held {
-            key: k(i),
-            topic: format!("t/alarm/E{i}"),
-            payload: b"{}".to_vec(),
-            aborts: 0,
-        };
-        let d = tempfile::tempdir().unwrap();
-        let (mut ob, _) = Outbox::open(d.path(), 1 << 20);
-        ob.put(k(1), "waiting", "t/diagnosis/E1", b"{}");
-        let delivered = ob.put(k(2), "delivered", "t/diagnosis/E2", b"{}").seq;
-        ob.sync().unwrap();
-        ob.ack(delivered).unwrap();
-        drop(ob);
-        let sort = |ob: &Outbox| {
-            let s = sort_held(
-                [held(1), held(2), held(3)].into_iter(),
-                &mut delivery_for::<()>(ob),
-                ob,
-            );
-            let unanswered: Vec<Key> = s.unanswered.iter().map(|h| h.key).collect();
-            (unanswered, s.release)
-        };
-        // What the outbox read at start could not be fsync'd: it may be in
-        // the page cache only, and a power cut would lose the alarm with it.
-        crate::fault::disk::fail("outbox write", nix::errno::Errno::EIO);
-        let (ob, r) = Outbox::open(d.path(), 1 << 20);
-        crate::fault::disk::heal();
-        assert!(!ob.settled(), "{r:?}");
-        let (unanswered, release) = sort(&ob);
-        assert_eq!(
-            unanswered,
-            vec![k(3)],
-            "answered ones are not answered again"
-        );
-        assert_eq!(
-            release,
-            vec![k(2)],
-            "only the delivered one leaves the inbox"
-        );
-        drop(ob);
-        let (ob, _) = Outbox::open(d.path(), 1 << 20);
-        assert!(ob.settled());
-        let (unanswered, release) = sort(&ob);
-        assert_eq!(unanswered, vec![k(3)]);
-        assert_eq!(release, vec![k(1), k(2)], "its answer is on disk");
-    }
 
     #[test]
     fn status_line_shows_passages_answers_and_undelivered_and_refused_diagnoses() {

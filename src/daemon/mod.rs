@@ -24,6 +24,7 @@ mod delivery;
 mod hub;
 mod inbox;
 mod journal;
+mod link;
 mod mqtt;
 mod outbox;
 // Crate-visible for config's check of the queue's ceiling, until config owns
@@ -31,6 +32,7 @@ mod outbox;
 // queue itself.
 mod queue;
 mod reload;
+mod store;
 mod systemd;
 mod worker;
 

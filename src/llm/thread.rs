@@ -104,8 +104,6 @@ pub(super) fn run(
     ready: std::sync::mpsc::Sender<Result<(), LlmError>>,
     slot: usize,
 ) {
-    // A panic here is blamed on the job this slot runs.
-    crate::crash::on_slot_thread(slot);
     if let Some(cpus) = &settings.cpus {
         if let Err(e) = pin_to(cpus) {
             tracing::warn!(slot, error = %e, "cannot pin slot thread to llm.cpus");
@@ -137,8 +135,11 @@ pub(super) fn run(
                 // The watchdog's bound sits a little above the generation's own:
                 // exceeding it means the loop lost its bound, not a long answer.
                 progress.start_job(req.max_tokens + 16);
+                // A panic in the job is blamed on the job's alarm.
+                crate::crash::running_slot_job(Some(slot));
                 crate::crash::injected_panic(crate::crash::Place::Slot, req.prompt.text.as_bytes());
                 let r = generate(&mut state, &req);
+                crate::crash::running_slot_job(None);
                 progress.finish_job();
                 let _ = reply.send(r);
                 if req.save_on_publish {
