@@ -488,16 +488,16 @@ if [ -n "${BOX_DEB:-}" ]; then
     # model directory must not lead root's chown to its target (a root-only
     # directory of the box's stands in for /etc).
     models=/var/lib/tidewatch/models
-    box mkdir -m 0700 /root/twdeb
-    box runuser -u tidewatch -- sh -c 'mv "$1" "$1.moved" && ln -s /root/twdeb "$1"' sh "$models"
+    box mkdir -m 0700 /srv/tw-rootonly
+    box runuser -u tidewatch -- sh -c 'mv "$1" "$1.moved" && ln -s /srv/tw-rootonly "$1"' sh "$models"
     box env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --reinstall "/opt/tw/$(basename "$deb")" >"$work/reinstall.log" 2>&1 ||
         fail "apt reinstall of $(basename "$deb") over a linked model directory failed: $(tail -20 "$work/reinstall.log")"
-    [ "$(box stat -c '%U:%G %a' /root/twdeb)" = "root:root 700" ] ||
-        fail "the package's postinst followed the link $models: its target is now $(box stat -c '%U:%G %a' /root/twdeb)"
+    [ "$(box stat -c '%U:%G %a' /srv/tw-rootonly)" = "root:root 700" ] ||
+        fail "the package's postinst followed the link $models: its target is now $(box stat -c '%U:%G %a' /srv/tw-rootonly)"
     grep -q "$models is a link, not a directory" "$work/reinstall.log" ||
         fail "postinst did not name the link in place of $models: $(tail -20 "$work/reinstall.log")"
     box runuser -u tidewatch -- sh -c 'rm "$1" && mv "$1.moved" "$1"' sh "$models"
-    box rm -rf /root/twdeb
+    box rm -rf /srv/tw-rootonly
     say "   a link in place of $models was left alone by the package's postinst"
     box env DEBIAN_FRONTEND=noninteractive apt-get purge -y -q tidewatch >"$work/purge.log" 2>&1 ||
         fail "apt purge tidewatch failed: $(tail -20 "$work/purge.log")"

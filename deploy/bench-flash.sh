@@ -21,7 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-model=/root/.cache/tidewatch/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+model=""
 base=/var/tmp
 rate=200
 while [ $# -gt 0 ]; do
@@ -34,6 +34,7 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
+[ -n "$model" ] || model=$(deploy/fetch-models.sh --standin | tail -n1)
 [ -f "$model" ] || { echo "bench-flash: no model at $model (deploy/fetch-models.sh --standin fetches the stand-in)" >&2; exit 1; }
 for tool in mosquitto mosquitto_pub mosquitto_sub python3; do
     command -v "$tool" >/dev/null || { echo "bench-flash: $tool not found (apt-get install mosquitto mosquitto-clients python3)" >&2; exit 1; }

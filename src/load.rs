@@ -310,7 +310,7 @@ mod tests {
         assert_eq!(examples(&config(Some(&good))).unwrap().unwrap().len(), 1);
     }
 
-    // Issue T item 4: with knowledge.examples unset, a bad file the daemon
+    // With knowledge.examples unset, a bad file the daemon
     // found by itself exited 78 after the model had loaded, naming a key
     // the operator never set, and RestartPreventExitStatus kept it down.
     #[test]

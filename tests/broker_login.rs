@@ -311,7 +311,7 @@ fn clean_session_under_the_daemons_client_id_from_another_login_keeps_its_queued
     );
 }
 
-/// Issue 29 item 3: login.sh gave the new password to awk as `-v lines=...`,
+/// Login.sh gave the new password to awk as `-v lines=...`,
 /// where every local user can read it in /proc/PID/cmdline. Every program
 /// login.sh starts goes through a PATH of shims that log their arguments,
 /// and /proc/*/cmdline is sampled meanwhile for programs started otherwise.
@@ -408,7 +408,7 @@ fn login_sh_never_puts_the_password_on_a_command_line() {
     }
 }
 
-/// Issue 29 item 7: the queue merges alarms by equipment and code, and the
+/// The queue merges alarms by equipment and code, and the
 /// shipped ACL let every sensor write every alarm topic, so one sensor's text
 /// went into the diagnosis of another's genuine alarm. Now a sensor's login is
 /// its equipment's name and writes that equipment's topic only; people write
@@ -499,7 +499,7 @@ fn a_sensor_login_raises_alarms_for_its_own_equipment_only() {
     }
 }
 
-/// Issue 29 item 1: mosquitto writes its queues to disk only at a clean exit
+/// Mosquitto writes its queues to disk only at a clean exit
 /// and every `autosave_interval` (1,800 s by default), so a power cut lost
 /// every alarm queued for a daemon that was away. SIGKILL is the power cut
 /// here (nothing is saved on the way out; what the kernel already has is

@@ -1,6 +1,6 @@
 //! What a config names is tried at start, each problem named by its key and
 //! said once, with exit status 78; relative paths are read from the config
-//! file's folder (issue 31 item 3, issue 29 item 13).
+//! file's folder.
 
 mod common;
 
@@ -27,7 +27,7 @@ fn write_config(dir: &Path, state: &str, index: &str, model: &str) -> std::path:
     p
 }
 
-// Issue 29 item 13: `tidewatch: /nonexistent.idx: No such file or directory
+// `tidewatch: /nonexistent.idx: No such file or directory
 // (os error 2): No such file or directory (os error 2)` from run and
 // check-config alike, without the key.
 #[test]
@@ -56,7 +56,7 @@ fn a_missing_index_is_said_once_naming_its_key_and_exits_78() {
     }
 }
 
-// Issue 31: check-config said ok for state_dir = "/proc/nope", then run
+// Check-config said ok for state_dir = "/proc/nope", then run
 // exited 1 there.
 #[test]
 fn a_state_dir_that_cannot_be_written_fails_check_config_and_run_with_78() {
@@ -78,7 +78,7 @@ fn a_state_dir_that_cannot_be_written_fails_check_config_and_run_with_78() {
     }
 }
 
-// Issue 31: relative paths were taken from the working directory.
+// Relative paths were taken from the working directory.
 #[test]
 fn relative_paths_are_read_from_the_config_files_folder_whatever_the_working_directory() {
     let _serial = common::serial();
@@ -134,7 +134,7 @@ fn a_plant_code_mapped_to_no_manuals_code_fails_with_78_naming_it() {
     }
 }
 
-// Issue T item 4: with knowledge.examples unset, a bad examples file the
+// With knowledge.examples unset, a bad examples file the
 // daemon found by itself exited 78, naming a key nobody set. Found by
 // itself (beside the index), it only warns and coverage goes without;
 // configured, it stops the start naming the key, the file and the line.

@@ -158,7 +158,7 @@ fn missing_model_fails_with_a_message_naming_the_file() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(78), "{err}");
-    // Tried before anything starts, naming the key (issue 31).
+    // Tried before anything starts, naming the key.
     assert!(
         err.contains("config key llm.model: ") && err.contains("absent.gguf: no such file"),
         "{err}"

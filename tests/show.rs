@@ -81,7 +81,7 @@ fn show_goes_on_after_a_bad_line_and_exits_1_naming_it() {
     );
 }
 
-// Issue 31: the obvious pipe, `mosquitto_sub -v -t 'tidewatch/#' | tidewatch
+// The obvious pipe, `mosquitto_sub -v -t 'tidewatch/#' | tidewatch
 // show`, printed "not a diagnosis (missing field `summary`)" for every status
 // message and exited 1.
 #[test]

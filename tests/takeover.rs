@@ -1,6 +1,6 @@
 //! Two clients with one MQTT client id: the daemon says plainly that its
-//! session was taken over, with the id, and waits longer each time (issue
-//! 31: two daemons with the default id threw each other off about 3 times
+//! session was taken over, with the id, and waits longer each time (two
+//! daemons with the default id threw each other off about 3 times
 //! a second, forever, with nothing to hint at the cause).
 
 mod common;
@@ -41,7 +41,7 @@ async fn a_session_taken_over_by_the_same_client_id_is_said_with_the_id_and_back
             && lines[0].contains(&format!("127.0.0.1:{}", broker.port)),
         "{log}"
     );
-    // Issue 31: a log redirected to a file carried colour escapes.
+    // A log redirected to a file carried colour escapes.
     assert!(
         !log.contains('\u{1b}'),
         "stderr is a pipe here: no ANSI colour\n{log}"

@@ -1,4 +1,4 @@
-//! `tidewatch eval --tiers` (issue N): cold, repeat after a restart and warm
+//! `tidewatch eval --tiers`: cold, repeat after a restart and warm
 //! side by side in one run. The repeat and the warm alarm are served by the
 //! disk tier, so each reads fewer prompt tokens than the same case cold; the
 //! run never touches the config's state_dir and leaves no state dir behind.

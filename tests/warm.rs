@@ -175,7 +175,7 @@ fn warm_without_a_disk_tier_or_with_unknown_codes_says_why() {
     assert!(err.contains("--codes NO-SUCH-CODE"), "{err}");
 }
 
-// Issue 47: warm started every configured slot, a context each, but used
+// Warm started every configured slot, a context each, but used
 // one; beside the daemon on a 4 GB board the OOM killer then picked the
 // daemon.
 #[test]
@@ -238,7 +238,7 @@ fn warm_starts_one_slot_and_is_the_oom_killers_first_pick() {
     );
 }
 
-// Issue 47: run with sudo, warm wrote root-owned states into the daemon's
+// Run with sudo, warm wrote root-owned states into the daemon's
 // state dir, which the daemon could neither read nor replace.
 #[test]
 fn warm_as_root_leaves_the_daemons_state_dir_alone() {

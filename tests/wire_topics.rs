@@ -1,6 +1,6 @@
 //! Alarms on a topic one level off `{prefix}/alarm/{equipment}` get an error
 //! report naming the form, and rejection reports name the alarm's id when
-//! it can be read (issue 31, "Tools that fit the pipe"): with a real
+//! it can be read: with a real
 //! mosquitto, the test model and the daemon binary.
 
 mod common;

@@ -541,7 +541,7 @@ mod tests {
         format!("{MINIMAL}{extra}")
     }
 
-    // Issue 47: both journals are read whole into memory at start, yet up
+    // Both journals are read whole into memory at start, yet up
     // to 16 GiB of each was accepted.
     #[test]
     fn journal_bounds_are_what_the_board_can_read_at_start() {
@@ -576,7 +576,7 @@ mod tests {
         assert!(parse(MINIMAL, p()).is_ok());
     }
 
-    // Issue 47: a hard timeout past the unit's stop timeout let systemd
+    // A hard timeout past the unit's stop timeout let systemd
     // SIGKILL a daemon still waiting for its slots, before it had published
     // its offline status.
     #[test]

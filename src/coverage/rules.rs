@@ -1099,9 +1099,7 @@ mod tests {
         let like = Some(Likeness { examples: &ex });
         let mut a = alarm("AL-5102", "压载泵启动失败");
         a.kind = Some("ballast".into());
-        let n = ex
-            .nearest(&["ballast".into()], "压载泵启动失败")
-            .unwrap();
+        let n = ex.nearest(&["ballast".into()], "压载泵启动失败").unwrap();
         assert!(
             n.similarity >= examples::AGREED_AT
                 && n.similarity < examples::NEAR_AT
@@ -1153,7 +1151,9 @@ mod tests {
         let n = ex
             .nearest_any(
                 &["main_engine_lube_oil".into()],
-                a.message.as_deref().unwrap(), None)
+                a.message.as_deref().unwrap(),
+                None,
+            )
             .unwrap();
         assert!(
             n.uncovered >= examples::UNLIKE_AT && n.uncovered < 0.4,

@@ -626,7 +626,7 @@ mod tests {
         );
     }
 
-    // Issue 47: a reopen that failed right after a compaction's rename left
+    // A reopen that failed right after a compaction's rename left
     // the inbox appending to the replaced, unlinked file, and the alarms
     // written there were acknowledged and lost.
     #[test]

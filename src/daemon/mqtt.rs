@@ -626,7 +626,7 @@ mod tests {
         assert!(denial_hint("UnspecifiedError", "ship").contains("ship/diagnosis/#"));
     }
 
-    // Issue 31: two daemons with one client id threw each other off about
+    // Two daemons with one client id threw each other off about
     // 3 times a second forever; the delay never grew.
     #[test]
     fn takeovers_in_a_row_grow_the_reconnect_delay_and_a_long_session_starts_over() {
@@ -656,7 +656,7 @@ mod tests {
         assert!(backoff(3, 0.5) > backoff(3, 0.0));
     }
 
-    // Issue 47: QoS 0 alarms went around the budget into a 1,024-deep
+    // QoS 0 alarms went around the budget into a 1,024-deep
     // channel, up to 16 MiB each, while the hub was busy.
     #[tokio::test]
     async fn a_burst_of_large_qos0_alarms_stays_within_the_inbound_budget() {

@@ -204,7 +204,7 @@ impl Store {
         for p in self.published.drain(..) {
             let _ = p.send(());
         }
-                tracing::debug!(alarms, diagnoses, acked, "flushed");
+        tracing::debug!(alarms, diagnoses, acked, "flushed");
     }
 
     /// Connected, with the broker's session flag.
