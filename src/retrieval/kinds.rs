@@ -136,7 +136,7 @@ pub fn resolve(docs: &[DocMeta], alarm: &Alarm) -> Resolution {
 /// message does not repeat (`SER2`, `CH3`).
 fn names_no_manual(docs: &[DocMeta], kind: &str, message: &str) -> bool {
     let said = name_words(kind);
-    if said.is_empty() || !Tokens::of(message).find(kind).is_some() {
+    if said.is_empty() || Tokens::of(message).find(kind).is_none() {
         return false;
     }
     let known = |w: &String| {
@@ -274,7 +274,7 @@ fn by_words(docs: &[DocMeta], text: &str) -> Option<String> {
         })
         .filter(|(n, _)| *n >= enough)
         .collect();
-    scored.sort_by(|a, b| b.0.cmp(&a.0));
+    scored.sort_by_key(|s| std::cmp::Reverse(s.0));
     match scored.as_slice() {
         [(n, c), rest @ ..] if rest.first().is_none_or(|(m, _)| m < n) => Some((*c).clone()),
         _ => None,
@@ -324,7 +324,7 @@ fn name_words(text: &str) -> Vec<String> {
 /// A message's clauses, in order: split where a watch log moves on to the
 /// next thing it says.
 fn clauses(text: &str) -> impl Iterator<Item = &str> {
-    text.split(|c| matches!(c, ',' | ';' | '.' | '，' | '；' | '。' | '、' | '\n'))
+    text.split([',', ';', '.', '，', '；', '。', '、', '\n'])
         .filter(|c| !c.trim().is_empty())
 }
 
