@@ -60,15 +60,23 @@ pub fn write_atomic_shared(
 /// Removes `*.tmp` files in `dir` untouched for `age`: what a crash
 /// mid-write left (a live writer touches its own within seconds).
 pub fn remove_stale_temps(dir: &Path, age: std::time::Duration) {
+    remove_by_age(dir, "tmp", |a| a.is_some_and(|a| a > age));
+}
+
+/// Removes the files of `dir` named `*.{ext}` whose age since their last
+/// change (None when it cannot be read) `stale` calls past.
+pub fn remove_by_age(dir: &Path, ext: &str, stale: impl Fn(Option<std::time::Duration>) -> bool) {
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let p = e.path();
-        let old = e
+        if p.extension().is_none_or(|x| x != ext) {
+            continue;
+        }
+        let age = e
             .metadata()
             .and_then(|m| m.modified())
             .ok()
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|a| a > age);
-        if old && p.extension().is_some_and(|x| x == "tmp") {
+            .and_then(|t| t.elapsed().ok());
+        if stale(age) {
             let _ = std::fs::remove_file(p);
         }
     }

@@ -525,18 +525,7 @@ fn note_sighting(state: &Path) -> std::io::Result<()> {
 
 /// Removes first-sight markers older than `age` (ZERO: all).
 fn remove_old_sightings(dir: &Path, age: std::time::Duration) {
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        let old = e
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .is_none_or(|a| a >= age);
-        if old && p.extension().is_some_and(|x| x == "seen") {
-            let _ = std::fs::remove_file(p);
-        }
-    }
+    crate::durable::remove_by_age(dir, "seen", |a| a.is_none_or(|a| a >= age));
 }
 
 /// Marks a file as just used: the disk tier evicts by modification time.
