@@ -233,10 +233,14 @@ box /opt/tw/deploy/install.sh --binary /opt/tw/tidewatch --model "/opt/tw/models
     fail "install.sh failed"
 box systemd-analyze verify tidewatch.service || fail "systemd-analyze verify tidewatch.service reported problems"
 box systemctl is-active --quiet tidewatch || fail "tidewatch is not active after install.sh"
-# The eval set lies beside the index, as the .deb puts it: `tidewatch eval` on
-# the board finds it without --cases.
-box tidewatch eval --retrieval --index /usr/share/tidewatch/knowledge.twx --limit 3 >"$work/eval.log" 2>&1 ||
-    fail "tidewatch eval found no eval set after install.sh: $(cat "$work/eval.log")"
+# The daemon's example alarms lie beside the index, as the .deb puts them;
+# the eval set is never installed (it is the test set, not the daemon's
+# data). `tidewatch eval` runs on the board on an eval set it is given.
+box test -s /usr/share/tidewatch/examples/alarms.jsonl || fail "install.sh did not install the example alarms"
+box test ! -e /usr/share/tidewatch/eval || fail "install.sh installed the eval set"
+box tidewatch eval --retrieval --index /usr/share/tidewatch/knowledge.twx \
+    --cases /opt/tw/knowledge/eval/alarms.jsonl --limit 3 >"$work/eval.log" 2>&1 ||
+    fail "tidewatch eval on the board failed: $(cat "$work/eval.log")"
 # install.sh started `tidewatch warm` behind the daemon, at idle CPU and I/O
 # priority, as the daemon's user: its passage-block states appear, private.
 box systemd-analyze verify tidewatch-warm.service || fail "systemd-analyze verify tidewatch-warm.service reported problems"
