@@ -281,7 +281,7 @@ mod tests {
 
     #[test]
     fn a_reading_of_another_quantity_gives_no_way_to_the_one_the_words_name() {
-        // blind set 18's uncov-1815: the drum paying out 0.3 m/min past a
+        // An uncovered fault: the drum paying out 0.3 m/min past a
         // limit of 0.1 says nothing of the oil temperature the log names.
         let doc = "winch-en";
         let winch = vec![
@@ -308,7 +308,7 @@ mod tests {
 
     #[test]
     fn a_differential_pressure_is_not_the_pressure_its_reading_implies() {
-        // blind set 12's uncov-1204: a compressor's oil differential
+        // An uncovered fault: a compressor's oil differential
         // pressure, 0.4 bar under 0.7, is not its suction pressure low.
         let doc = "refrigeration-en";
         let refrigeration = vec![
@@ -385,7 +385,7 @@ mod tests {
 
     #[test]
     fn a_reading_high_or_low_names_its_quantity_abnormal() {
-        // Set 29's plant-2902 and set 30's plant-3029: `viscosity low` is
+        // A plant's `viscosity low` is
         // the manual's `fuel oil viscosity abnormal`.
         let doc = "main_engine_fuel-en";
         let d = docs(&[doc]);
@@ -418,7 +418,7 @@ mod tests {
             j.section.as_ref().map(ToString::to_string).as_deref(),
             Some("main_engine_fuel-zh § ME-FO-VISC-ABN 原因")
         );
-        // `异常` added here is no failure: held-out uncov-2214, a start air
+        // `异常` added here is no failure: an uncovered start air
         // pressure high, is not the engine's start failure.
         let d = docs(&["main_engine_starting_air-en"]);
         let a = reading(

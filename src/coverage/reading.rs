@@ -201,7 +201,7 @@ mod tests {
 
     #[test]
     fn the_alarms_own_reading_says_its_way_before_the_other_readings_it_lists() {
-        // Held-out plant-2834: the message's `略偏高` is the oil
+        // A watch log: the message's `略偏高` is the oil
         // temperature's; the alarm's 3.1 bar under its 3.5 is a low pressure.
         let d = docs(&["generator-zh"]);
         let a = reading(
@@ -248,7 +248,7 @@ mod tests {
 
     #[test]
     fn normal_before_a_number_is_the_usual_value_not_a_reading_found_fine() {
-        // Held-out plant-2608: `normally 80%` dropped the clause that says
+        // `normally 80%` dropped the clause that says
         // the oil, and the alarm was related.
         let doc = "steering_gear-en";
         let d = docs(&[doc]);

@@ -703,7 +703,7 @@ mod tests {
             )]
         };
         let d = docs(&["boiler-zh"]);
-        // Blind set 4's uncov-402: high-high water level took the low-level
+        // An uncovered fault: high-high water level took the low-level
         // section's causes (retrieval ranked it far ahead).
         let high = judge(
             &alarm("B-1", "辅锅炉汽包水位高高"),
@@ -742,7 +742,7 @@ mod tests {
 
     #[test]
     fn a_barometer_reads_a_pressure() {
-        // Held-out uncov-2103: two air temperatures apart took the
+        // An uncovered fault: two air temperatures apart took the
         // barometer mismatch section.
         const BARO: &str = "Barometer mismatch (pressure differs from the second barometer or a nearby station). Probable causes, most likely first: 1) pressure port blocked by water, salt or insects.";
         let temp = reading(
@@ -775,7 +775,7 @@ mod tests {
 
     #[test]
     fn a_leak_section_is_not_a_readings_alarm() {
-        // Blind sets 9, 10, 19, 20 and 22: `ME FO INLET PRESS HIGH` took the
+        // A plant's `ME FO INLET PRESS HIGH` took the
         // HP fuel pipe leak section, whose `high-pressure` pipe and `HI`
         // hold the message's pressure and high.
         const LEAK: &str = "Main engine high-pressure fuel pipe leakage alarm (HP pipe leak, fuel leak tank level high). Probable causes, most likely first: 1) cracked double-walled high-pressure fuel pipe or loose union; 2) fuel injection pump plunger leakage.";
@@ -814,7 +814,7 @@ mod tests {
 
     #[test]
     fn lube_oil_in_a_code_is_no_way() {
-        // Blind sets 17 and 18's uncov-1709 and uncov-1801: `ME1 LO INL
+        // Uncovered faults: `ME1 LO INL
         // TEMP LOW` took the lube oil temperature high section at a share of
         // 1, its code's `LO` (lube oil) read as low beside its `HI`.
         assert_eq!(Deviation::of_code("ME-LO-TEMP-HI"), Some(Deviation::High));
@@ -849,7 +849,7 @@ mod tests {
             )]
         };
         let d = docs(&["main_engine_exhaust_turbo-en"]);
-        // Blind set 4's uncov-409: a turbocharger's vibration took its
+        // An uncovered fault: a turbocharger's vibration took its
         // overspeed section (0.56 of the words, ranked far ahead).
         let vib = judge(
             &alarm("T-1", "ME T/C1 VIB HI 12 MM/S"),
@@ -879,9 +879,9 @@ mod tests {
 
     #[test]
     fn other_plants_wordings_decide_what_words_and_ranking_cannot() {
-        // Nine blind sets raised an intermediate shaft bearing's
+        // Plants often raise an intermediate shaft bearing's
         // temperature: the stern tube bearing's section holds most of its
-        // words. Sets 25 and 27 wrote a stern tube bearing in words that
+        // words. Other plants write a stern tube bearing in words that
         // section holds few of.
         let doc = "shafting_stern_tube-en";
         let sections = vec![
