@@ -9,7 +9,7 @@
 use crate::alarm::Alarm;
 use crate::retrieval::Hit;
 
-/// Kept short on purpose: on a Cortex-A72 every prompt token costs ~50 ms, and
+/// Kept short on purpose: on a Cortex-A72 every prompt token costs ~170 ms, and
 /// this prefix is paid once per slot (then reused from the KV cache).
 pub const SYSTEM_PROMPT: &str = "You are the engineering diagnosis assistant of a research vessel and its moored ocean buoys. \
 The user gives numbered manual passages (P1, P2, ...), then one alarm in an <alarm> block. \

@@ -295,7 +295,7 @@ fn default_draft_ngram_max() -> u32 {
 fn default_prompt_cache_disk_mib() -> u32 {
     1024
 }
-/// 32 prompt tokens take ~3 s on a Cortex-A72 (~10 tokens/s): how long a
+/// 32 prompt tokens take ~5 s on a Cortex-A72 (~6 tokens/s): how long a
 /// critical alarm waits for the call in progress.
 fn default_prompt_chunk() -> u32 {
     32

@@ -198,7 +198,7 @@ impl Tally {
 pub struct Part {
     #[serde(flatten)]
     pub tally: Tally,
-    /// "case: truth -> said (best 0.50 at doc § section)".
+    /// "case: truth -> said (best 0.50 at doc § section, rule related)".
     pub misjudged: Vec<String>,
     /// Covered faults said covered by another fault's section
     /// ("case: covered by doc § section").
@@ -214,12 +214,13 @@ impl Part {
         }
         if (j.truth == Coverage::Covered) != (j.said == Coverage::Covered) {
             self.misjudged.push(format!(
-                "{}: {} -> {} (best {:.2} at {})",
+                "{}: {} -> {} (best {:.2} at {}{})",
                 j.case,
                 j.truth.as_str(),
                 j.said.as_str(),
                 j.best,
-                said_at(j)
+                said_at(j),
+                j.rule.map(|r| format!(", rule {r}")).unwrap_or_default()
             ));
         }
     }

@@ -1111,7 +1111,7 @@ pub struct AnswerStats {
     pub summary_names_top_rate: f64,
     pub summary_names_other_rate: f64,
     /// Per-alarm latency on a Cortex-A72 projected from this run's token
-    /// counts: (prompt read + fed) / 10 + chosen / 4 seconds, the A72's
+    /// counts: (prompt read + fed) / 6 + chosen / 3.5 seconds, the A72's
     /// prompt and generation rates for a 1.5B Q4_K_M model (docs/measurements.md).
     pub a72_projected_s_p50: f64,
 }
@@ -1129,12 +1129,13 @@ pub struct AnswersReport {
     pub a72_projected_ratio: f64,
 }
 
-/// The A72's rates for the projection: a Raspberry Pi 4's (4x A72 at
-/// 1.5-1.8 GHz) published llama.cpp figures, about 10 prompt and 3
-/// generated tokens/s for a 1.1B Q8_0, scaled to the RK3576's 2.2 GHz and
-/// the 1.5B's 1.3B non-embedding weights (docs/measurements.md, "The current figures in detail").
-pub const A72_PROMPT_TPS: f64 = 10.0;
-pub const A72_GEN_TPS: f64 = 4.0;
+/// The A72's rates for the projection. The A72 has no dot-product
+/// instructions, which llama.cpp's fast ARM kernels need, so plan for about
+/// 6 prompt and 3.5 generated tokens/s for a 1.5-1.7B Q4_K_M; a Raspberry
+/// Pi 4's (4x A72 at 1.5-1.8 GHz) published figures put the best case near
+/// 10 and 4 (docs/measurements.md, "The current figures in detail").
+pub const A72_PROMPT_TPS: f64 = 6.0;
+pub const A72_GEN_TPS: f64 = 3.5;
 
 /// Seconds one alarm takes on the A72 at those rates: the prompt tokens it
 /// reads and the answer tokens fed in batches at the prompt rate, the
