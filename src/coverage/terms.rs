@@ -249,11 +249,53 @@ pub(super) fn words(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// Words alarm texts use for one sense where the manuals use another
+/// (`Tx malfunction` for `transmit failure`, `exceeds` for `above`): the
+/// trade's general usage, not any plant's. Only the fault's words: a
+/// machine's name is the glossary's (`retrieval::glossary`).
+const SENSES: &[&[&str]] = &[
+    &[
+        "fail",
+        "failure",
+        "failed",
+        "fault",
+        "faulty",
+        "malfunction",
+        "error",
+    ],
+    &[
+        "exceeds",
+        "exceeded",
+        "exceeding",
+        "above",
+        "excess",
+        "high",
+    ],
+    &["below", "under", "low"],
+    &[
+        "tx",
+        "transmit",
+        "transmitter",
+        "transmitting",
+        "transmission",
+    ],
+    &["rx", "receive", "receiver", "receiving", "reception"],
+    &["overload", "overloaded", "overloading"],
+    &["stuck", "seized", "jammed", "frozen"],
+];
+
+/// Whether two words are one sense of `SENSES`.
+fn same_sense(w: &str, s: &str) -> bool {
+    SENSES
+        .iter()
+        .any(|sense| sense.contains(&w) && sense.contains(&s))
+}
+
 /// True if the message's `w` is the section's `s`, or one of them is the
 /// other's beginning ("temp", "temperature"; "failed", "fail"), or `w` is
 /// `s` without its vowels ("brg", "bearing"; "lvl", "level").
 pub(super) fn same_word(w: &str, s: &str) -> bool {
-    if w == s {
+    if w == s || same_sense(w, s) {
         return true;
     }
     let latin = |x: &str| x.bytes().all(|b| b.is_ascii_alphanumeric());
@@ -324,7 +366,17 @@ mod tests {
         ] {
             assert!(same_word(w, s), "{w} {s}");
         }
+        // One sense, as alarm texts and manuals write it.
         for (w, s) in [
+            ("malfunction", "failure"),
+            ("tx", "transmit"),
+            ("exceeds", "above"),
+        ] {
+            assert!(same_word(w, s), "{w} {s}");
+        }
+        for (w, s) in [
+            ("high", "low"),
+            ("tx", "rx"),
             ("flow", "follow"),
             ("start", "stop"),
             ("pp", "pump"),
