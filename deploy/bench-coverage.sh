@@ -23,9 +23,9 @@
 #   - the same per writer when the cases carry `writer`;
 #   - latency from publish to diagnosis, p50 and max.
 # --answers writes each case's diagnosis, one JSON line per case.
-# --examples sets the daemon's knowledge.examples (default: the source tree's
-# eval set). A set that is in the eval set is judged with its own alarms as
-# examples unless FILE leaves them out.
+# --examples sets the daemon's knowledge.examples (default: the shipped
+# examples the daemon finds by itself, knowledge/examples/alarms.jsonl;
+# never the eval set).
 # Before the daemon starts, `tidewatch warm` precomputes the manuals' prompt
 # states as install.sh does, so latency is a warmed board's; --state-dir
 # keeps them for the next run (default: a temp dir, warmed afresh). --no-warm
