@@ -380,3 +380,76 @@ fn a_full_journal_refuses_a_note_naming_the_bound_and_still_takes_a_withdrawal()
         MAX_NOTES - 1
     );
 }
+
+#[test]
+fn writers_at_once_each_write_whole_lines_and_a_note_once() {
+    let v = Vessel::new();
+    let notes: Vec<Note> = (0..30)
+        .map(|i| note("ME1", &format!("a{i}"), "2026-11-30T05:00:00Z"))
+        .collect();
+    let f = v.file("x.jsonl", &notes);
+    // Ten processes (the daemon and the console, many times over) append
+    // the same notes at once: each check for a note already there and the
+    // write after it are one step under the lock, or a note is written twice.
+    let children: Vec<_> = (0..10)
+        .map(|_| {
+            Command::new(env!("CARGO_BIN_EXE_tidewatch"))
+                .args(["notes", "import", "--ours", "--config"])
+                .arg(&v.config)
+                .arg(&f)
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut c in children {
+        assert!(c.wait().unwrap().success());
+    }
+    assert_eq!(whole_lines(&v.journal()), notes.len());
+}
+
+/// Whether process `pid` waits for an flock (a `->` line of /proc/locks).
+fn waits_for_a_lock(pid: u32) -> bool {
+    std::fs::read_to_string("/proc/locks")
+        .unwrap()
+        .lines()
+        .any(|l| l.contains("-> FLOCK") && l.split_whitespace().nth(5) == Some(&pid.to_string()))
+}
+
+#[test]
+fn a_writer_waits_while_another_holds_the_journal() {
+    let v = Vessel::new();
+    let f = v.file("x.jsonl", &[note("ME1", "a1", "2026-11-30T05:00:00Z")]);
+    v.ok(&["import", "--ours", &f]);
+    let before = std::fs::read(v.journal()).unwrap();
+    // This test holds the lock, as the daemon does while it appends.
+    let held = nix::fcntl::Flock::lock(
+        std::fs::File::open(v.journal()).unwrap(),
+        nix::fcntl::FlockArg::LockExclusive,
+    )
+    .unwrap();
+    let g = v.file("y.jsonl", &[note("ME1", "a2", "2026-11-30T06:00:00Z")]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tidewatch"))
+        .args(["notes", "import", "--ours", "--config"])
+        .arg(&v.config)
+        .arg(&g)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !waits_for_a_lock(child.id()) {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the import finished while the journal was held"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the import never asked for the lock"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(std::fs::read(v.journal()).unwrap(), before);
+    drop(held);
+    assert!(child.wait().unwrap().success());
+    assert_eq!(whole_lines(&v.journal()), 2);
+}
