@@ -453,3 +453,53 @@ fn a_writer_waits_while_another_holds_the_journal() {
     assert!(child.wait().unwrap().success());
     assert_eq!(whole_lines(&v.journal()), 2);
 }
+
+// `sudo tidewatch notes import` made a root-owned 0600 journal in the
+// daemon's state dir, which the daemon could then never append to.
+#[test]
+fn notes_written_as_root_stay_writable_by_the_state_dirs_owner() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::os::unix::process::CommandExt;
+    if !nix::unistd::geteuid().is_root() {
+        panic!(
+            "this test checks what notes does as root: run it as root (the box and CI run as root)"
+        );
+    }
+    let v = Vessel::new();
+    let daemon = 64_998;
+    std::fs::set_permissions(v.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir(v.state()).unwrap();
+    nix::unistd::chown(
+        &v.state(),
+        Some(nix::unistd::Uid::from_raw(daemon)),
+        Some(nix::unistd::Gid::from_raw(daemon)),
+    )
+    .unwrap();
+    let f = v.file("x.jsonl", &[note("ME1", "a1", "2026-11-30T05:00:00Z")]);
+    v.ok(&["import", "--ours", &f]);
+    for p in [v.state().join("notes"), v.journal()] {
+        let m = std::fs::metadata(&p).unwrap();
+        assert_eq!((m.uid(), m.gid()), (daemon, daemon), "{}", p.display());
+    }
+    // The daemon's user appends to it.
+    let out = Command::new(env!("CARGO_BIN_EXE_tidewatch"))
+        .args([
+            "notes",
+            "withdraw",
+            "here:a1:2026-11-30T05:00:00Z",
+            "--by",
+            "chief",
+            "--config",
+        ])
+        .arg(&v.config)
+        .uid(daemon)
+        .gid(daemon)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(whole_lines(&v.journal()), 2);
+}
