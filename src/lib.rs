@@ -61,6 +61,7 @@ pub mod daemon;
 pub mod diagnosis;
 mod durable;
 pub(crate) mod fault;
+pub mod feedback;
 pub mod grounding;
 pub mod llm;
 pub(crate) mod load;
