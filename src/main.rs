@@ -90,6 +90,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::CheckConfig { config, offline } => commands::check::run(&config, offline)?,
         Command::Show(a) => commands::show::run(&a)?,
         Command::Feedback(a) => commands::feedback::run(&a)?,
+        Command::Notes { command } => commands::notes::run(command)?,
     }
     Ok(())
 }

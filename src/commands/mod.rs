@@ -9,6 +9,7 @@ pub mod eval;
 pub mod feedback;
 pub mod index;
 pub mod lint;
+pub mod notes;
 pub mod show;
 pub mod warm;
 
@@ -35,6 +36,11 @@ pub enum CommandError {
     Tiers(#[from] crate::measure::tiers::TiersError),
     #[error(transparent)]
     Examples(#[from] crate::coverage::examples::ExamplesError),
+    #[error(transparent)]
+    Notes(#[from] crate::notes::store::StoreError),
+    /// A notes file to import, at a line when one is to blame.
+    #[error("{at}: {reason}")]
+    NotesFile { at: String, reason: String },
     #[error("{0}")]
     Usage(String),
     #[error(transparent)]
