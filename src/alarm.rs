@@ -127,6 +127,18 @@ impl Topics {
     pub fn error(&self) -> String {
         format!("{}/error", self.prefix)
     }
+    /// Where watchkeepers answer diagnoses (`feedback`): one level, the
+    /// equipment, as for alarms.
+    pub fn feedback(&self) -> String {
+        format!("{}/feedback/+", self.prefix)
+    }
+    pub fn feedback_on(&self, equipment: &str) -> String {
+        format!("{}/feedback/{equipment}", self.prefix)
+    }
+    /// Where a site note made from feedback is published (and bridged ashore).
+    pub fn notes(&self, equipment: &str) -> String {
+        format!("{}/notes/{equipment}", self.prefix)
+    }
     pub fn status(&self) -> String {
         format!("{}/status", self.prefix)
     }

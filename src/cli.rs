@@ -103,6 +103,16 @@ pub enum Command {
     /// JSON, or a diagnosis that cannot be read, is reported on stderr with its line number and
     /// the rest are still shown; the exit status is then 1.
     Show(ShowArgs),
+    /// Answer a diagnosis: the cause it named that was (or was not) the
+    /// cause, or the cause in your own words; tidewatch keeps it as a site note
+    ///
+    /// Publishes on {prefix}/feedback/{equipment} through the config's broker, logged in as
+    /// --username (an operator's login: never tidewatch's own) with the password in
+    /// TIDEWATCH_MQTT_PASSWORD, then waits for tidewatch's answer: the site note it published on
+    /// {prefix}/notes/{equipment}, or the reason it refused the feedback on {prefix}/error.
+    /// --confirm and --reject count the probable causes as `tidewatch show` lists them; they read
+    /// the diagnosis from state_dir, so run this on the board.
+    Feedback(FeedbackArgs),
     /// Validate a config file, and report the model and index it names
     CheckConfig {
         /// Config file (TOML)
@@ -197,6 +207,45 @@ One alarm without MQTT:\n  tidewatch diagnose --config FILE --alarm alarm.json |
 pub struct ShowArgs {
     /// Files to read instead of stdin ("-" is stdin)
     pub files: Vec<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(
+    group(clap::ArgGroup::new("cause").required(true).args(["confirm", "reject", "text"])),
+    after_help = "Example:\n  TIDEWATCH_MQTT_PASSWORD=... tidewatch feedback a-1042 --confirm 2 \\\n    --remedy 'cleaned the cooler' --by 'J. Smith' --username operator \\\n    --config /etc/tidewatch/tidewatch.toml"
+)]
+pub struct FeedbackArgs {
+    /// The alarm's id, as `tidewatch show` prints it
+    pub alarm_id: String,
+    /// Config file: the broker, topic_prefix and state_dir
+    #[arg(long, short)]
+    pub config: PathBuf,
+    /// The Nth probable cause of the diagnosis (1 = the first listed) was the cause
+    #[arg(long, value_name = "N", value_parser = usize_in(1, 64))]
+    pub confirm: Option<usize>,
+    /// The Nth probable cause was not the cause
+    #[arg(long, value_name = "N", value_parser = usize_in(1, 64))]
+    pub reject: Option<usize>,
+    /// The cause in the crew's own words, when the diagnosis did not name it
+    #[arg(long, value_name = "TEXT")]
+    pub text: Option<String>,
+    /// What fixed it
+    #[arg(long, value_name = "TEXT")]
+    pub remedy: Option<String>,
+    /// Who says so: a name or a login
+    #[arg(long)]
+    pub by: String,
+    /// The alarm's equipment [default: the one tidewatch diagnosed the alarm id on]
+    #[arg(long)]
+    pub equipment: Option<String>,
+    /// Broker login to publish as (an operator's); its password is read
+    /// from TIDEWATCH_MQTT_PASSWORD [default: none, for a broker that takes
+    /// anonymous clients]
+    #[arg(long)]
+    pub username: Option<String>,
+    /// Seconds to wait for tidewatch's answer; 0 publishes and returns
+    #[arg(long, default_value_t = 15, value_parser = usize_in(0, 3600))]
+    pub wait: usize,
 }
 
 #[derive(Debug, clap::Args)]

@@ -40,6 +40,10 @@
 //!    there until the broker has it.
 //!    `daemon::systemd` reports readiness, status and liveness throughout;
 //!    `daemon::reload` swaps in a rebuilt index on SIGHUP, between jobs.
+//! 6. A watchkeeper's answer on `{prefix}/feedback/{equipment}` is checked
+//!    by `feedback` against the record of published diagnoses, kept as a
+//!    site note (`notes`), published on `{prefix}/notes/{equipment}`, and
+//!    read by the next jobs (`daemon::feedback` holds the live notes).
 //!
 //! `cases` reads labelled alarms, the one format of the example alarms
 //! coverage judges by (`knowledge/examples`) and of the eval set
@@ -66,6 +70,7 @@ pub mod daemon;
 pub mod diagnosis;
 mod durable;
 pub(crate) mod fault;
+pub mod feedback;
 pub mod grounding;
 pub mod llm;
 pub(crate) mod load;

@@ -305,6 +305,9 @@ fn render(v: &View) -> String {
             }
         }
     }
+    if !v.alarm_id.is_empty() {
+        let _ = writeln!(o, "{}", feedback_hint(v));
+    }
     if !v.actions.is_empty() {
         let _ = writeln!(o, "Actions:");
         for (i, a) in v.actions.iter().enumerate() {
@@ -343,6 +346,24 @@ fn render(v: &View) -> String {
         let _ = writeln!(o, "At: {}", v.ts);
     }
     o
+}
+
+/// How to answer this diagnosis (`tidewatch feedback`): the alarm id and
+/// equipment to give, and what `--confirm N` counts.
+fn feedback_hint(v: &View) -> String {
+    let which = if v.probable_causes.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "--confirm N | --reject N (N: 1..{} in the causes above) | ",
+            v.probable_causes.len()
+        )
+    };
+    format!(
+        "Feedback: tidewatch feedback {} --equipment {} {which}--text \"...\" --by NAME",
+        v.alarm_id,
+        or_dash(&v.equipment)
+    )
 }
 
 /// A rejection in one line: which alarm (when its id could be read), on
@@ -463,6 +484,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("  [medium] Cooler fouled\n"), "{text}");
+        assert!(
+            text.contains("Feedback: tidewatch feedback demo-1 --equipment ME1 --confirm N | --reject N (N: 1..2 in the causes above) | --text \"...\" --by NAME\n"),
+            "{text}"
+        );
         assert!(text.contains("  1. Check the thermostatic valve\n  2. Clean the cooler\n"));
         assert!(text.contains("  main-engine-cooling.en § ME-JCW-TEMP-HI: causes\n"));
         assert!(text.contains("Mode: full (the model answered"), "{text}");

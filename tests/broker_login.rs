@@ -581,3 +581,70 @@ fn alarms_queued_for_the_stopped_daemon_survive_the_broker_killed_3_s_later() {
     want.sort();
     assert_eq!(answered, want);
 }
+
+/// Feedback is a person's word: a note made of it shapes later diagnoses,
+/// so the shipped ACL lets the operator write it (and read the note
+/// tidewatch publishes of it), and a sensor not.
+#[test]
+fn an_operator_answers_a_diagnosis_through_the_acl_and_a_sensor_cannot() {
+    let _serial = common::serial();
+    let b = Board::start();
+    b.operator_subscribes();
+    let d = Daemon::launch(&b.cfg)
+        .within(T)
+        .note(|| format!("broker:\n{}", b.log()))
+        .ready();
+    b.sensor_raises("acl-fb-1");
+    let diag = b.operator_reads();
+    assert_eq!(diag["alarm_id"], "acl-fb-1", "{diag}");
+
+    // The sensor first: had it got through, its note would be kept too.
+    let forged = serde_json::json!({
+        "alarm_id": "acl-fb-1", "verdict": "confirmed", "cause": {"text": "forged by the sensor"},
+        "by": "ME1", "ts": "2026-11-30T05:00:00Z",
+    });
+    let out = b
+        .tool("mosquitto_pub", "ME1", "sensor-secret")
+        .args([
+            "-q",
+            "1",
+            "-t",
+            "tidewatch/feedback/ME1",
+            "-m",
+            &forged.to_string(),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "ME1 cannot connect: {}", text(&out));
+    let (ok, stdout, stderr) = feedback_cli(
+        &b.cfg,
+        &[
+            "acl-fb-1",
+            "--text",
+            "sea chest strainer blocked",
+            "--by",
+            "chief",
+            "--username",
+            "operator",
+        ],
+        &[("TIDEWATCH_MQTT_PASSWORD", "operator-secret")],
+    );
+    assert!(
+        ok && stdout.contains("tidewatch kept site note here:acl-fb-1:"),
+        "the operator's feedback was not kept: {stdout}{stderr}\ndaemon:\n{}\nbroker:\n{}",
+        d.log(),
+        b.log()
+    );
+    let log = b.log();
+    assert!(
+        log.contains("Denied PUBLISH from ME1"),
+        "no denial of the sensor's feedback in the broker log:\n{log}"
+    );
+    let journal = b.cfg.parent().unwrap().join("state/notes/notes.jsonl");
+    let notes = std::fs::read_to_string(&journal).unwrap();
+    assert_eq!(notes.lines().count(), 1, "{notes}");
+    assert!(
+        notes.contains("sea chest strainer blocked") && !notes.contains("forged"),
+        "{notes}"
+    );
+}

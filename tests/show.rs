@@ -47,6 +47,8 @@ fn show_prints_a_published_diagnosis_readably() {
         "  1. check battery voltage trend over the past few days",
         "  2. verify the charging controller status\n",
         "  battery-zh § BAT-VOLT-LO 原因 (1/2)\n",
+        // The alarm id and equipment `tidewatch feedback` wants.
+        "Feedback: tidewatch feedback demo-3 --equipment BUOY-07 --confirm N",
         "Mode: full (the model answered from the retrieved passages) · model qwen2.5-coder-1.5b-instruct-q4_k_m.gguf\n",
         "Timings: retrieval 0.3 ms · prompt 433 tokens (216 cached) · TTFT 10.8 s · 133 tokens in 87.3 s (1.5 tok/s)\n",
     ] {

@@ -3,7 +3,7 @@
 # mosquitto processes on free loopback ports and throwaway certificates and
 # passwords: the logins (no anonymous client on either listener, tidewatch's
 # client id and so its queued alarms reserved to its own user), the ACL (sensors
-# write-only, operators read-only, no certificate no entry) and the bridge (topic
+# write-only, operators read-only but for feedback, no certificate no entry) and the bridge (topic
 # remapping, and diagnoses queued while shore is down arrive when it comes back).
 # Needs mosquitto, mosquitto-clients and openssl.
 #
@@ -236,6 +236,18 @@ mosquitto_pub $(tls operator) -q 1 -t tidewatch/alarm/main-engine -m '{"id":"for
 if wait "$sub_pid" && grep -q forged "$t/a4"; then fail "an operator's forged alarm got through"; fi
 ok
 
+step="operator answers diagnoses on the feedback topic, a sensor cannot, tidewatch reads it"
+# A site note made from feedback shapes later diagnoses: a sensor must not write one.
+# shellcheck disable=SC2046
+sub_one "$t/f1" $(local_as tidewatch) -q 1 -t 'tidewatch/feedback/+'
+# shellcheck disable=SC2046
+mosquitto_pub $(tls sensor) -q 1 -t tidewatch/feedback/main-engine -m '{"alarm_id":"forged-feedback"}' || true
+# shellcheck disable=SC2046
+mosquitto_pub $(tls operator) -q 1 -t tidewatch/feedback/main-engine -m '{"alarm_id":"f1"}'
+wait "$sub_pid" || fail "tidewatch got no feedback: $(cat "$t/f1")"
+grep -q '"f1"' "$t/f1" || fail "a sensor's feedback got through: $(cat "$t/f1")"
+ok
+
 step="no client certificate, no connection"
 if mosquitto_pub -h 127.0.0.1 -p "$board_tls" --cafile "$t/ca.crt" -t tidewatch/alarm/x -m x 2>/dev/null; then
     fail "connected to the TLS listener without a client certificate"
@@ -317,6 +329,17 @@ start_broker shore "$shore_tls"
 mosquitto_sub -h 127.0.0.1 -p "$shore_local" -c -i shore-desk -q 1 -t 'fleet/vessel01/tidewatch/#' -C 1 -W 10 -v >"$t/b2" 2>&1 ||
     fail "queued diagnosis never reached shore: $(cat "$t/b2")"
 grep -q 'queued' "$t/b2" || fail "unexpected shore message: $(cat "$t/b2")"
+ok
+
+step="bridge forwards site notes to shore on their own topic"
+for _ in $(seq 40); do bridged && break; sleep 0.25; done
+mosquitto_sub -h 127.0.0.1 -p "$shore_local" -q 1 -t 'fleet/vessel01/tidewatch/notes/#' -C 1 -W 10 -v >"$t/n1" 2>&1 &
+sub_pid=$!
+sleep 0.5
+# shellcheck disable=SC2046
+mosquitto_pub $(local_as tidewatch) -q 1 -t tidewatch/notes/main-engine -m '{"id":"here:n1:t"}'
+wait "$sub_pid" || fail "shore got no note: $(cat "$t/n1")"
+grep -q '^fleet/vessel01/tidewatch/notes/main-engine .*n1' "$t/n1" || fail "unexpected shore message: $(cat "$t/n1")"
 ok
 
 echo "selftest: $passed passed, 0 failed"

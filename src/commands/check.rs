@@ -16,12 +16,14 @@ fn check_config(cfg: &Config, offline: bool) -> Result<(), CommandError> {
     };
     writeln!(
         out,
-        "  broker {}:{} client_id {} topics {} -> {}",
+        "  broker {}:{} client_id {} topics {} -> {}, {} -> {}",
         cfg.mqtt.host,
         cfg.mqtt.port,
         cfg.mqtt.client_id,
         topics.alarms(),
-        topics.diagnosis("<equipment>")
+        topics.diagnosis("<equipment>"),
+        topics.feedback(),
+        topics.notes("<equipment>")
     )?;
     writeln!(
         out,

@@ -6,6 +6,7 @@ pub mod bench;
 pub mod check;
 pub mod diagnose;
 pub mod eval;
+pub mod feedback;
 pub mod index;
 pub mod lint;
 pub mod notes;
@@ -42,6 +43,10 @@ pub enum CommandError {
     NotesFile { at: String, reason: String },
     #[error("{0}")]
     Usage(String),
+    #[error(transparent)]
+    Feedback(#[from] crate::feedback::FeedbackError),
+    #[error("broker {broker}: {reason}")]
+    Broker { broker: String, reason: String },
     #[error("{model}: daemon jobs take {overhead:.1}% longer than llama.cpp's own decode time (llama_perf), over the --max-overhead {max}%")]
     Overhead {
         model: String,

@@ -11,7 +11,8 @@
 //! # Matching PUBACKs
 //! rumqttc assigns packet ids itself and only reports `Outgoing::Publish(pkid)`
 //! as it writes each QoS 1 publish, in the order the requests were queued.
-//! Diagnoses are tidewatch's only QoS 1 publishes, so the n-th publish handed
+//! Outbox entries (diagnoses, and site notes made from feedback) are
+//! tidewatch's only QoS 1 publishes, so the n-th publish handed
 //! to the client (its *ordinal*) is the n-th one the client sends or drops.
 //! The poller reports both; a PUBACK then names an ordinal, and the ordinal
 //! names the outbox entry. A copy queued just before a disconnect and sent
@@ -24,6 +25,9 @@
 //! journaled it in the inbox (`journaled`), or else once its diagnosis was
 //! delivered. The first is what takes a storm off the broker at disk speed;
 //! the second is the fallback when the inbox is full or its disk fails.
+//! A feedback on a diagnosis is one more receipt here: its answer is the
+//! site note the hub kept of it, stored like a diagnosis, so it is
+//! acknowledged once that is on disk and a redelivery joins it.
 //!
 //! # A broker that says no
 //! An MQTT 5 PUBACK with a failure reason (mosquitto: 0x87 when its ACL

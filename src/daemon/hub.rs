@@ -4,6 +4,13 @@
 //! them, queues or triages them), stores the diagnoses the workers hand
 //! back, and reports the status and its counters.
 //!
+//! Feedback on a diagnosis comes in on the same connection and session. A
+//! valid one becomes a site note (`feedback::Notes`), kept in the journal,
+//! then stored in the outbox for `{prefix}/notes/{equipment}`; to `delivery`
+//! it is an alarm whose answer is that note, so it is acknowledged once the
+//! note is on disk, and a redelivery after a kill or a broker restart is
+//! recognised as an alarm's is.
+//!
 //! Disk writes are grouped: the hub appends the alarms and diagnoses of a
 //! burst without fsync, and when no more input is waiting (or a batch is
 //! full) the store's `flush` fsyncs the outbox and the inbox once each, then
@@ -20,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::blame::{self, Culprit};
 use super::delivery::{Key, Receipt};
+use super::feedback::Notes;
 use super::inbox::{self, Inbox};
 use super::link::Link;
 use super::mqtt::Inbound;
@@ -49,6 +57,8 @@ struct Counts {
     /// Alarms answered without the model because their handling aborted
     /// the daemon `inbox::POISON_AFTER` times.
     poisoned: u64,
+    /// Feedback that failed the checks, reported on the error topic.
+    feedback_rejected: u64,
 }
 
 /// Test hooks that slow the intake (cargo feature `fault-injection`).
@@ -96,6 +106,8 @@ pub(super) struct Hub {
     link: Link,
     /// The durable side: delivery, inbox, outbox and the unflushed batch.
     store: Store,
+    /// The site notes: the journal feedback is kept in, and the live ones.
+    notes: Notes,
     /// Alarms to answer from retrieval alone (the queue was full), taken
     /// when no input is waiting: triage costs a retrieval each, and must not
     /// slow the intake that acknowledges a storm.
@@ -140,10 +152,11 @@ impl Hub {
         s: Arc<Shared>,
         mqtt: MqttConfig,
         client: AsyncClient,
-        outbox: Outbox,
-        inbox: Option<Inbox>,
+        durable: (Outbox, Option<Inbox>, Option<crate::feedback::Published>),
+        notes: Notes,
         notifier: Arc<Notifier>,
     ) -> Self {
+        let (outbox, inbox, record) = durable;
         let topics = Topics {
             prefix: mqtt.topic_prefix.clone(),
         };
@@ -152,7 +165,8 @@ impl Hub {
             mqtt,
             notifier,
             link: Link::new(client, topics),
-            store: Store::new(outbox, inbox),
+            store: Store::new(outbox, inbox, record),
+            notes,
             backlog: std::collections::VecDeque::new(),
             counts: Counts::default(),
             faults: IntakeFaults::from_env(),
@@ -383,6 +397,7 @@ impl Hub {
             self.link.retry(now);
         }
         self.store.tick(now, &mut self.link);
+        self.notes.refresh();
         if now.saturating_sub(self.last_status_ms) >= 10_000 {
             self.publish_status();
         }
@@ -446,6 +461,9 @@ impl Hub {
         let Ok(topic) = std::str::from_utf8(&p.topic).map(str::to_string) else {
             return self.reject(p, "topic is not UTF-8".into(), live);
         };
+        if self.is_feedback(&topic) {
+            return self.take_feedback(p, &topic, live);
+        }
         let a = match self.read_alarm(&topic, &p.payload) {
             Ok(a) => a,
             Err(reason) => return self.reject(p, reason, live),
@@ -514,6 +532,116 @@ impl Hub {
         }
     }
 
+    /// Whether `topic` is under `{prefix}/feedback/`: the subscription
+    /// brings only `{prefix}/feedback/+` there, the rest is alarms'.
+    fn is_feedback(&self, topic: &str) -> bool {
+        topic
+            .strip_prefix(self.link.topics().prefix.as_str())
+            .is_some_and(|r| r.starts_with("/feedback/"))
+    }
+
+    /// Takes one feedback: checked against what was published, kept as a
+    /// site note, stored to be published on `{prefix}/notes/{equipment}`.
+    /// Acknowledged (by `delivery`, at the flush) once the note is on disk;
+    /// a bad one is reported on the error topic and acknowledged.
+    fn take_feedback(&mut self, p: Publish, topic: &str, live: bool) {
+        let prefix = &self.link.topics().prefix;
+        let checked = crate::feedback::equipment_from_topic(prefix, topic).and_then(|eq| {
+            let fb = crate::feedback::parse(&p.payload, self.mqtt.max_alarm_bytes)?;
+            // Without the record (its file could not be opened) nothing is
+            // known to have been published.
+            let published = self.store.published().ok_or_else(|| {
+                crate::feedback::FeedbackError::UnknownAlarm {
+                    alarm_id: fb.alarm_id.chars().take(crate::alarm::MAX_ID).collect(),
+                    equipment: eq.to_string(),
+                }
+            })?;
+            crate::feedback::note(fb, eq, published)
+        });
+        let note = match checked {
+            Ok(n) => n,
+            Err(e) => return self.reject_feedback(p, topic, e.to_string(), live),
+        };
+        let key = Key::of(topic, &p.payload);
+        let handle = Publish {
+            payload: Default::default(),
+            topic: Default::default(),
+            ..p
+        };
+        // A redelivery joins the note already under way, or is acknowledged
+        // at once if that was delivered: either way nothing more to do.
+        // Kept to acknowledge a feedback the journal refuses for good.
+        let ack = live.then(|| handle.clone());
+        if self
+            .store
+            .received(key, live.then_some(handle), &mut self.link)
+            != Receipt::Diagnose
+        {
+            tracing::info!(alarm_id = %note.answered.alarm_id, note = %note.id, "feedback redelivered; acknowledged with its note");
+            return;
+        }
+        if let Err(e) = self.notes.keep(&note) {
+            self.store.abandoned(&key);
+            tracing::error!(alarm_id = %note.answered.alarm_id, error = %e, "feedback not kept");
+            self.report_feedback(&p.payload, topic, e.to_string());
+            // A refusal that a resend would meet again (a full journal, a
+            // clash) is acknowledged, as a bad feedback is; a failing disk
+            // is not, and the broker redelivers it on the next connection.
+            if e.is_final() {
+                self.counts.feedback_rejected += 1;
+                if let Some(h) = ack {
+                    self.link.ack(h);
+                }
+            }
+            return;
+        }
+        let payload = match serde_json::to_vec(&note) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot encode a site note");
+                self.store.abandoned(&key);
+                return;
+            }
+        };
+        tracing::info!(
+            alarm_id = %note.answered.alarm_id,
+            equipment = %note.alarm.equipment,
+            verdict = note.verdict.as_str(),
+            by = %note.by,
+            note = %note.id,
+            "site note kept from feedback"
+        );
+        let notes_topic = self.link.topics().notes(&note.alarm.equipment);
+        self.store
+            .put(key, &note.answered.alarm_id, &notes_topic, &payload, None);
+    }
+
+    /// Reports a bad feedback on the error topic and acknowledges it: a
+    /// resend of the same bytes would fail the same way.
+    fn reject_feedback(&mut self, p: Publish, topic: &str, reason: String, live: bool) {
+        self.counts.feedback_rejected += 1;
+        self.report_feedback(&p.payload, topic, reason);
+        if live {
+            self.link.ack(p);
+        }
+    }
+
+    fn report_feedback(&mut self, payload: &[u8], topic: &str, reason: String) {
+        let topic: String = topic.chars().take(256).collect();
+        let alarm_id = readable_alarm_id(payload);
+        tracing::warn!(topic = %topic, reason = %reason, alarm_id = alarm_id.as_deref().unwrap_or("-"), "feedback refused");
+        let mut err = serde_json::json!({
+            "topic": topic,
+            "reason": reason,
+            "bytes": payload.len(),
+            "ts": crate::diagnosis::now_rfc3339(),
+        });
+        if let Some(id) = alarm_id {
+            err["alarm_id"] = id.into();
+        }
+        self.publish_error(err);
+    }
+
     fn count_replayed(&mut self) {
         self.counts.replayed += 1;
     }
@@ -550,7 +678,8 @@ impl Hub {
                 }
             };
             let topic = self.link.topics().diagnosis(&a.equipment);
-            self.store.put(key, &a.id, &topic, &payload);
+            let record = crate::feedback::Record::of(&a, &d);
+            self.store.put(key, &a.id, &topic, &payload, Some(record));
         }
     }
 
@@ -570,6 +699,8 @@ impl Hub {
             let i = &self.counts;
             obj.insert("inbox_refused".into(), i.inbox_refused.into());
             obj.insert("poisoned".into(), i.poisoned.into());
+            obj.insert("feedback_rejected".into(), i.feedback_rejected.into());
+            obj.insert("site_notes".into(), self.s.site_notes.borrow().len().into());
             obj.insert("rejected".into(), i.rejected.into());
             obj.insert(
                 "error_reports_dropped".into(),
@@ -638,6 +769,19 @@ fn readable_id(payload: &[u8]) -> Option<String> {
         id: String,
     }
     let id = serde_json::from_slice::<Id>(payload).ok()?.id;
+    Some(id.chars().take(64).collect())
+}
+
+/// The `alarm_id` of a refused feedback, as `readable_id` reads an alarm's.
+fn readable_alarm_id(payload: &[u8]) -> Option<String> {
+    if payload.len() > 1 << 20 {
+        return None;
+    }
+    #[derive(serde::Deserialize)]
+    struct Id {
+        alarm_id: String,
+    }
+    let id = serde_json::from_slice::<Id>(payload).ok()?.alarm_id;
     Some(id.chars().take(64).collect())
 }
 

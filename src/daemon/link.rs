@@ -1,6 +1,6 @@
 //! The hub's side of the broker connection: the MQTT client handle, the
-//! topics, which connection is up, the alarm subscription and the acks and
-//! reports it sends. Part of the hub's task, so no locks.
+//! topics, which connection is up, the alarm and feedback subscription and
+//! the acks and reports it sends. Part of the hub's task, so no locks.
 //!
 //! Never waits for the client: the poller may itself be waiting for the hub
 //! to take an alarm, so every request is a `try_` that a full client queue
@@ -78,15 +78,20 @@ impl Link {
         self.unsent_acks.clear();
     }
 
-    /// Asks for the alarm subscription; retried on ticks until the SUBACK,
-    /// since a full client queue refuses the request rather than wait.
+    /// Asks for the alarm and feedback subscriptions, in one request (so one
+    /// SUBACK answers both, and READY waits for both); retried on ticks until
+    /// the SUBACK, since a full client queue refuses the request rather than
+    /// wait. Feedback rides the alarms' persistent session and QoS 1, so
+    /// feedback sent while tidewatch is away is kept for it as alarms are.
     fn subscribe(&mut self, now_ms: u64) {
+        use rumqttc::v5::mqttbytes::{v5::Filter, QoS};
         self.subscribed_ms = now_ms;
-        if let Err(e) = self.client.try_subscribe(
-            self.topics.alarms(),
-            rumqttc::v5::mqttbytes::QoS::AtLeastOnce,
-        ) {
-            tracing::warn!(error = %e, "cannot subscribe to alarms yet; retrying");
+        let filters = [
+            Filter::new(self.topics.alarms(), QoS::AtLeastOnce),
+            Filter::new(self.topics.feedback(), QoS::AtLeastOnce),
+        ];
+        if let Err(e) = self.client.try_subscribe_many(filters) {
+            tracing::warn!(error = %e, "cannot subscribe to alarms and feedback yet; retrying");
         }
     }
 

@@ -21,6 +21,7 @@
 
 mod blame;
 mod delivery;
+mod feedback;
 mod hub;
 mod inbox;
 mod journal;
@@ -39,7 +40,7 @@ mod worker;
 // What the integration tests drive without a broker: the outbox on a bad
 // disk, and the largest alarm the broker is told the daemon reads.
 pub use delivery::Key;
-pub use mqtt::{MqttError, MAX_INBOUND};
+pub use mqtt::{connection, MqttError, MAX_INBOUND};
 pub use outbox::Outbox;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -100,6 +101,10 @@ struct Shared {
     running: Mutex<Vec<Option<Busy>>>,
     /// What a panic would be blamed on; shared with the panic hook.
     blame: Arc<blame::Blame>,
+    /// The site notes that count now: the hub swaps in a new list when
+    /// feedback adds a note or `tidewatch notes` changes the journal. A
+    /// job reads it once, at its start (`borrow().clone()`, cheap).
+    site_notes: tokio::sync::watch::Receiver<crate::notes::SiteNotes>,
 }
 
 /// A job on a slot: what the pre-emption rule weighs, and how to stop it.
@@ -185,6 +190,8 @@ pub async fn run(
     let mqtt_options = mqtt::options(&cfg.mqtt)?;
     let outbox = open_outbox(&cfg);
     let inbox = open_inbox(&cfg);
+    let record = open_record(&cfg);
+    let (notes, site_notes) = feedback::Notes::open(&cfg.state_dir);
     notifier.status("loading model and index");
     let (index, model, slots, counters) = load::model_and_index(&cfg, true).await?;
     let examples = load::examples(&cfg)?;
@@ -216,6 +223,7 @@ pub async fn run(
         // yet is free, not unknown.
         running: Mutex::new((0..cfg.llm.slots).map(|_| None).collect()),
         blame: Arc::default(),
+        site_notes,
     });
     if let Some(inbox) = &inbox {
         shared.blame.on_panic(inbox.abort_log());
@@ -252,8 +260,8 @@ pub async fn run(
         shared,
         cfg.mqtt.clone(),
         client,
-        outbox,
-        inbox,
+        (outbox, inbox, record),
+        notes,
         notifier.clone(),
     );
     hub.replay();
@@ -330,6 +338,19 @@ fn open_inbox(cfg: &Config) -> Option<Inbox> {
         }
         Err(e) => {
             tracing::error!(error = %e, "inbox unavailable; each alarm is acknowledged only after its diagnosis is delivered, and a storm is answered in the broker's window");
+            None
+        }
+    }
+}
+
+/// The record of published diagnoses feedback is checked against, or None
+/// when it cannot be opened: alarms are still answered, and feedback is
+/// refused as on an unknown alarm.
+fn open_record(cfg: &Config) -> Option<crate::feedback::Published> {
+    match crate::feedback::Published::open(&cfg.state_dir) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            tracing::error!(error = %e, "record of published diagnoses unavailable; feedback is refused until it can be opened");
             None
         }
     }

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rumqttc::v5::mqttbytes::v5::{LastWill, Packet, PubAckReason, Publish};
+use rumqttc::v5::mqttbytes::v5::{LastWill, Packet, PubAckReason, Publish, SubscribeReasonCode};
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions, Request};
 use rumqttc::{Outgoing, Transport};
@@ -47,12 +47,36 @@ pub const MAX_INBOUND: usize = 16 * 1024 * 1024;
 /// a daemon that is restarting.
 const SESSION_EXPIRY_NEVER: u32 = u32::MAX;
 
+/// How to reach the config's broker as `client_id` with `login` (user,
+/// password): address, keepalive, TLS. What the daemon and the tools that
+/// publish for the crew (`tidewatch feedback`) share.
+pub fn connection(
+    cfg: &MqttConfig,
+    client_id: &str,
+    login: Option<(String, String)>,
+) -> Result<MqttOptions, MqttError> {
+    let mut o = MqttOptions::new(client_id, cfg.host.clone(), cfg.port);
+    o.set_keep_alive(cfg.keep_alive);
+    if let Some((u, p)) = login {
+        o.set_credentials(u, p);
+    }
+    if let Some(tls) = &cfg.tls {
+        o.set_transport(tls_transport(tls)?);
+    }
+    Ok(o)
+}
+
+/// The daemon's connection: `connection` with its own login, a session
+/// that outlives it, manual acks and its last will.
 pub fn options(cfg: &MqttConfig) -> Result<MqttOptions, MqttError> {
     let topics = Topics {
         prefix: cfg.topic_prefix.clone(),
     };
-    let mut o = MqttOptions::new(cfg.client_id.clone(), cfg.host.clone(), cfg.port);
-    o.set_keep_alive(cfg.keep_alive);
+    let login = cfg
+        .username
+        .clone()
+        .map(|u| (u, cfg.password.clone().unwrap_or_default()));
+    let mut o = connection(cfg, &cfg.client_id, login)?;
     // A persistent session is what makes the broker keep and redeliver alarms
     // that arrived while tidewatch was down or had not acknowledged them yet.
     o.set_clean_start(false);
@@ -85,12 +109,6 @@ pub fn options(cfg: &MqttConfig) -> Result<MqttOptions, MqttError> {
         true,
         None,
     ));
-    if let Some(u) = &cfg.username {
-        o.set_credentials(u.clone(), cfg.password.clone().unwrap_or_default());
-    }
-    if let Some(tls) = &cfg.tls {
-        o.set_transport(tls_transport(tls)?);
-    }
     Ok(o)
 }
 
@@ -302,8 +320,28 @@ fn read(ev: Event, epoch: u64) -> Read {
                 reason: format!("{r:?}"),
             },
         }),
-        Event::Incoming(Packet::SubAck(_)) => Read::Tell(Inbound::SubAck),
+        Event::Incoming(Packet::SubAck(s)) => {
+            refused_filters(&s.return_codes);
+            Read::Tell(Inbound::SubAck)
+        }
         _ => Read::Nothing,
+    }
+}
+
+/// Says which subscription the broker refused, in the order `link`
+/// asks for them: an ACL written before feedback existed refuses feedback
+/// only, and alarms are still answered.
+fn refused_filters(codes: &[SubscribeReasonCode]) {
+    for (what, code) in [
+        "alarms ({prefix}/alarm/#)",
+        "feedback ({prefix}/feedback/+)",
+    ]
+    .iter()
+    .zip(codes)
+    {
+        if !matches!(code, SubscribeReasonCode::Success(_)) {
+            tracing::error!(reason = ?code, "the broker refused tidewatch's subscription to {what}: its ACL must let tidewatch's user read it (deploy/mosquitto/tidewatch.acl)");
+        }
     }
 }
 
@@ -508,7 +546,8 @@ fn drop_session(eventloop: &mut EventLoop) -> u64 {
 
 /// Hands a diagnosis to the client as QoS 1 without waiting: a full request
 /// queue is reported, not waited out, so the caller's loop never stalls.
-/// Only diagnoses use QoS 1, which is what lets `delivery` match PUBACKs.
+/// Only outbox entries (diagnoses and site notes) use QoS 1, which is what
+/// lets `delivery` match PUBACKs.
 pub fn publish_diagnosis(
     client: &AsyncClient,
     topic: &str,

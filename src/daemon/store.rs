@@ -1,6 +1,7 @@
 //! The hub's durable side: the delivery machine, the inbox and the outbox,
-//! and the batch written since the last group commit. Part of the hub's
-//! task, so no locks.
+//! the record of published diagnoses feedback is checked against, and the
+//! batch written since the last group commit. Part of the hub's task, so no
+//! locks.
 //!
 //! Disk writes are grouped: alarms and diagnoses are appended without fsync,
 //! and `flush` fsyncs the outbox and the inbox once each, then acknowledges
@@ -16,6 +17,7 @@ use super::inbox::{self, Inbox, InboxError};
 use super::link::Link;
 use super::mqtt;
 use super::outbox::{self, Outbox};
+use crate::feedback::{Published, Record};
 
 /// A diagnosis written to the outbox since the last flush.
 struct Staged {
@@ -29,6 +31,9 @@ pub(super) struct Store {
     delivery: Delivery<Publish>,
     outbox: Outbox,
     inbox: Option<Inbox>,
+    /// What was published, for feedback to be checked against; None when
+    /// it cannot be opened (then every feedback is refused as unknown).
+    record: Option<Published>,
     /// Alarms appended to the inbox since the last flush: acknowledged once
     /// the flush has fsync'd them.
     unsynced: Vec<Key>,
@@ -41,11 +46,12 @@ pub(super) struct Store {
 }
 
 impl Store {
-    pub(super) fn new(outbox: Outbox, inbox: Option<Inbox>) -> Self {
+    pub(super) fn new(outbox: Outbox, inbox: Option<Inbox>, record: Option<Published>) -> Self {
         Store {
             delivery: delivery_for(&outbox),
             outbox,
             inbox,
+            record,
             unsynced: Vec::new(),
             staged: Vec::new(),
             published: Vec::new(),
@@ -94,9 +100,27 @@ impl Store {
         Some(r)
     }
 
-    /// Stores a diagnosis: written now, fsync'd by the next flush (with the
-    /// rest of the burst) before it is published.
-    pub(super) fn put(&mut self, key: Key, alarm_id: &str, topic: &str, payload: &[u8]) {
+    /// The published diagnoses feedback may answer.
+    pub(super) fn published(&self) -> Option<&Published> {
+        self.record.as_ref()
+    }
+
+    /// Stores a diagnosis (or a site note): written now, fsync'd by the next
+    /// flush (with the rest of the burst) before it is published. `record`:
+    /// what feedback on a diagnosis is checked against, on disk by then too.
+    pub(super) fn put(
+        &mut self,
+        key: Key,
+        alarm_id: &str,
+        topic: &str,
+        payload: &[u8],
+        record: Option<Record>,
+    ) {
+        if let (Some(r), Some(p)) = (record, self.record.as_mut()) {
+            if let Err(e) = p.add(r) {
+                tracing::warn!(alarm_id = %alarm_id, error = %e, "diagnosis not recorded for feedback; feedback on it will be refused as unknown");
+            }
+        }
         let stored = tokio::task::block_in_place(|| self.outbox.put(key, alarm_id, topic, payload));
         if let Some(e) = &stored.not_durable {
             tracing::warn!(alarm_id = %alarm_id, error = %e, "diagnosis not on disk; it is delivered from memory, and its alarm stays in the inbox (or unacknowledged) until then");
@@ -150,6 +174,11 @@ impl Store {
     pub(super) fn flush(&mut self, link: &mut Link) {
         let staged = std::mem::take(&mut self.staged);
         let unsynced = std::mem::take(&mut self.unsynced);
+        // Before anything is published: feedback on a diagnosis the crew has
+        // seen must find it after a power cut.
+        if let Some(Err(e)) = self.record.as_mut().map(Published::sync) {
+            tracing::warn!(error = %e, "cannot fsync the record of published diagnoses; feedback on the newest may be refused as unknown after a power cut");
+        }
         let outbox_ok = staged.is_empty()
             || match tokio::task::block_in_place(|| self.outbox.sync()) {
                 Ok(()) => true,

@@ -274,3 +274,21 @@ pub fn diagnose_cli_logged(
     assert!(out.status.success(), "{log}");
     (serde_json::from_slice(&out.stdout).unwrap(), log)
 }
+
+/// Runs `tidewatch feedback --config CFG ARGS...` with `env` added, and
+/// returns what it printed (stdout, stderr) and whether it succeeded.
+pub fn feedback_cli(cfg: &Path, args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tidewatch"));
+    c.arg("feedback").arg("--config").arg(cfg).args(args);
+    c.env_remove("JOURNAL_STREAM")
+        .env_remove("TIDEWATCH_MQTT_PASSWORD");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
