@@ -541,6 +541,7 @@ impl Pipeline {
             mode: Mode::Full,
             coverage: Coverage::Covered,
             coverage_rule: None,
+            coverage_note: None,
             grounded: 1.0,
             model: self.model.info.name.clone(),
             timings,
@@ -557,6 +558,7 @@ impl Pipeline {
                 cause: strip_think(&c.cause),
                 likelihood: c.likelihood,
                 source: None,
+                site: None,
             })
             .filter(|c| !c.cause.is_empty())
             .collect();
@@ -621,6 +623,7 @@ impl Pipeline {
                 cause: cand.item.text.clone(),
                 likelihood: dc.likelihood,
                 source: Some(cand.item.source.clone()),
+                site: None,
             });
         }
         for (a, &k) in out.draft.actions.iter().zip(&out.draft.action_items) {
