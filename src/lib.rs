@@ -66,6 +66,7 @@ pub mod llm;
 pub(crate) mod load;
 pub mod logging;
 pub(crate) mod measure;
+pub mod notes;
 pub(crate) mod pipeline;
 pub mod prompt;
 pub mod reading;

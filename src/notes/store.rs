@@ -1,0 +1,1 @@
+//! The notes journal in `state_dir/notes/` (being written).
