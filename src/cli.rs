@@ -39,6 +39,10 @@ pub enum Command {
         /// line of the eval set (its "alarm" is used); "-" reads stdin
         #[arg(long, short)]
         alarm: PathBuf,
+        /// Site notes to diagnose with, one JSON note per line as `notes
+        /// export` writes them (withdrawn ones do not count)
+        #[arg(long, value_name = "FILE")]
+        notes: Option<PathBuf>,
     },
     /// Precompute the prompt states of the passage blocks the manuals' own
     /// alarms retrieve (each code, in each language) into state_dir/kv/prompts,

@@ -314,7 +314,9 @@ impl Hub {
             key,
             alarm_id: a.id.clone(),
         };
-        blame::triaging(culprit, || self.s.pipeline.triage(a))
+        blame::triaging(culprit, || {
+            self.s.pipeline.triage(a, &crate::notes::SiteNotes::empty())
+        })
     }
 
     /// The watchdog gave up on a slot while it ran this alarm: one abort
