@@ -210,6 +210,14 @@ pub struct EvalArgs {
     /// With --answer: cap on the summary's tokens (default: llm.summary_tokens)
     #[arg(long, value_parser = clap::value_parser!(u32).range(8..=256), requires = "answer")]
     pub summary_tokens: Option<u32>,
+    /// A vessel's history instead of accuracy (repeat for several files):
+    /// each case's first alarm diagnosed and the crew's verdict on it
+    /// noted, then each later occurrence diagnosed without notes and with
+    /// the file's notes. Coverage right, the confirmed cause ranked first,
+    /// the crew's cause offered, notes leaking onto other faults, latency
+    /// and model steps, per writer and file
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["retrieval", "prompts", "interleaved", "speculation", "answer", "tiers", "diagnoses"])]
+    pub notes: Vec<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

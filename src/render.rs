@@ -58,6 +58,9 @@ struct View {
     /// A string for the same reason; absent from older diagnoses.
     #[serde(default)]
     coverage: String,
+    /// The site note the answer rests on beside the manuals.
+    #[serde(default)]
+    coverage_note: Option<String>,
     #[serde(default)]
     model: String,
     #[serde(default)]
@@ -75,6 +78,25 @@ struct CauseView {
     likelihood: String,
     #[serde(default)]
     source: Option<String>,
+    /// What the crew said of it here; lenient, as from a newer tidewatch.
+    #[serde(default)]
+    site: Option<SiteView>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct SiteView {
+    confirmed: u64,
+    rejected: u64,
+    last: Option<LastView>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct LastView {
+    by: String,
+    ts: String,
+    vessel: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -291,18 +313,28 @@ fn render(v: &View) -> String {
             let _ = writeln!(o, "Summary: {}", v.summary);
         }
     }
-    if !v.probable_causes.is_empty() {
+    // The crew's own causes are printed apart from the manual's items,
+    // under a heading that says whose they are.
+    let crew = |c: &&CauseView| {
+        c.source
+            .as_deref()
+            .is_some_and(crate::diagnosis::site::is_site_source)
+    };
+    let manual: Vec<&CauseView> = v.probable_causes.iter().filter(|c| !crew(c)).collect();
+    let site: Vec<&CauseView> = v.probable_causes.iter().filter(crew).collect();
+    if !manual.is_empty() {
         let _ = writeln!(o, "Probable causes:");
-        for c in &v.probable_causes {
-            let l = if c.likelihood.is_empty() {
-                "?"
-            } else {
-                &c.likelihood
-            };
-            let _ = writeln!(o, "  {:<8} {}", format!("[{l}]"), c.cause);
-            if let Some(src) = &c.source {
-                let _ = writeln!(o, "           ↳ {src}");
-            }
+        for c in manual {
+            cause_lines(&mut o, c);
+        }
+    }
+    if !site.is_empty() {
+        let _ = writeln!(
+            o,
+            "Site notes (the crew's experience on board, not the manuals):"
+        );
+        for c in site {
+            cause_lines(&mut o, c);
         }
     }
     if !v.actions.is_empty() {
@@ -324,6 +356,9 @@ fn render(v: &View) -> String {
     if !v.coverage.is_empty() {
         let _ = write!(o, " · coverage: {}", v.coverage);
     }
+    if let Some(n) = &v.coverage_note {
+        let _ = write!(o, " (rests on site note {n})");
+    }
     if let Some(g) = &v.grounded {
         let g = match g {
             serde_json::Value::Bool(true) => "yes".to_string(),
@@ -343,6 +378,32 @@ fn render(v: &View) -> String {
         let _ = writeln!(o, "At: {}", v.ts);
     }
     o
+}
+
+/// A cause, its source and what the crew said of it here.
+fn cause_lines(o: &mut String, c: &CauseView) {
+    let l = if c.likelihood.is_empty() {
+        "?"
+    } else {
+        &c.likelihood
+    };
+    let _ = writeln!(o, "  {:<8} {}", format!("[{l}]"), c.cause);
+    if let Some(src) = &c.source {
+        let _ = writeln!(o, "           ↳ {src}");
+    }
+    if let Some(s) = &c.site {
+        let mut line = format!(
+            "           ↳ on board: confirmed {} · rejected {}",
+            s.confirmed, s.rejected
+        );
+        if let Some(last) = &s.last {
+            let _ = write!(line, " · last {} {}", last.by, last.ts);
+            if let Some(vessel) = &last.vessel {
+                let _ = write!(line, " ({vessel})");
+            }
+        }
+        let _ = writeln!(o, "{line}");
+    }
 }
 
 /// A rejection in one line: which alarm (when its id could be read), on
@@ -544,6 +605,29 @@ mod tests {
         );
         assert!(
             text.contains("40 tokens in 2.0 s (20.0 tok/s) · 70 fed"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn site_notes_are_printed_apart_from_the_manuals_items() {
+        let line = r#"{"alarm_id":"a-9","equipment":"S/G","code":"SG-9","summary":"s","coverage":"related","coverage_note":"here:a-1:2026-11-02T10:00:00Z","probable_causes":[{"cause":"feedback link loose","likelihood":"medium","source":"site note · C/E Volkov · 2026-11-02","site":{"confirmed":1,"rejected":0,"last":{"by":"C/E Volkov","ts":"2026-11-02T10:00:00Z"}}},{"cause":"pump worn","likelihood":"medium","source":"sg-en § SG-PRES-LO causes #2","site":{"confirmed":0,"rejected":2,"last":{"by":"2/E","ts":"2026-11-03T10:00:00Z","vessel":"RV Tern"}}}],"actions":["Check the link"],"sources":[],"mode":"full","model":"m","ts":"t"}"#;
+        let text = render_line(1, line).unwrap().unwrap();
+        let manual = text
+            .find("Probable causes:\n  [medium] pump worn\n")
+            .expect(&text);
+        let site = text
+            .find("Site notes (the crew's experience on board, not the manuals):\n  [medium] feedback link loose\n           ↳ site note · C/E Volkov · 2026-11-02\n           ↳ on board: confirmed 1 · rejected 0 · last C/E Volkov 2026-11-02T10:00:00Z\n")
+            .expect(&text);
+        assert!(manual < site, "{text}");
+        assert!(
+            text.contains(
+                "↳ on board: confirmed 0 · rejected 2 · last 2/E 2026-11-03T10:00:00Z (RV Tern)\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("coverage: related (rests on site note here:a-1:2026-11-02T10:00:00Z)"),
             "{text}"
         );
     }

@@ -219,6 +219,32 @@ async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandError
     print_report(&r, json)
 }
 
+/// `eval --notes`: the histories in `files` replayed (`measure::notes`).
+async fn eval_notes(
+    cfg: Config,
+    files: &[PathBuf],
+    limit: Option<usize>,
+    json: bool,
+) -> Result<(), CommandError> {
+    let mut histories = Vec::new();
+    for f in files {
+        let (part, mut cases) =
+            crate::measure::notes::load(f).map_err(|e| CommandError::Usage(e.to_string()))?;
+        cases.truncate(limit.unwrap_or(usize::MAX));
+        histories.push((part, cases));
+    }
+    let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let (pipeline, mut slots) = crate::load::pipeline(cfg, false).await?;
+    let r = crate::measure::notes::run(&pipeline, &mut slots[0], &histories, progress).await;
+    let mut out = std::io::stdout().lock();
+    if json {
+        print_json(&mut out, &r)?;
+    } else {
+        write!(out, "{}", r.text())?;
+    }
+    Ok(())
+}
+
 /// The shipped example alarms, found as the daemon finds them
 /// (`cases::examples_candidates`).
 fn shipped_examples(index: &std::path::Path) -> Result<PathBuf, CommandError> {
@@ -272,6 +298,9 @@ pub fn run(a: EvalArgs) -> Result<(), CommandError> {
         )));
     }
     crate::logging::init("warn");
+    if !a.notes.is_empty() {
+        return super::runtime()?.block_on(eval_notes(cfg, &a.notes, a.limit, a.json));
+    }
     let cases = super::cases_file(a.cases, Some(&cfg.knowledge.index))?;
     let run = EvalRun {
         model: a.model,
