@@ -116,6 +116,81 @@ pub enum Command {
         #[arg(long)]
         offline: bool,
     },
+    /// Manage the site notes: the crew's verdicts on diagnoses
+    ///
+    /// A note is the crew's word on one diagnosis: confirmed or rejected, the cause (one the
+    /// diagnosis published, or the crew's own words), the remedy, who and when. Notes are kept
+    /// in state_dir/notes/notes.jsonl, and the daemon uses those that count (not withdrawn) for
+    /// the next alarms. Notes imported from another vessel stay marked as that vessel's.
+    Notes {
+        #[command(subcommand)]
+        command: NotesCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NotesCommand {
+    /// List the notes: id, equipment, code, verdict, cause, by, date, vessel, withdrawn
+    ///
+    /// Vessel "-" is this vessel's own note. A withdrawn note is listed (with who withdrew
+    /// it, and when) but no longer counts.
+    List {
+        /// Config file (TOML): the notes of its state_dir
+        #[arg(long, short)]
+        config: PathBuf,
+        /// Only the notes that count (leave out withdrawn ones)
+        #[arg(long)]
+        counting: bool,
+    },
+    /// Write the notes as JSON lines, one note a line (withdrawn ones marked as such)
+    #[command(after_help = "Share a vessel's notes with another:\n  \
+tidewatch notes export --config /etc/tidewatch/tidewatch.toml --out nordic-star.jsonl\n\
+and on the other vessel:\n  \
+tidewatch notes import --config /etc/tidewatch/tidewatch.toml --vessel 'Nordic Star' nordic-star.jsonl")]
+    Export {
+        /// Config file (TOML): the notes of its state_dir
+        #[arg(long, short)]
+        config: PathBuf,
+        /// Write to FILE (replaced whole) instead of stdout
+        #[arg(long, short, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Only the notes that count (leave out withdrawn ones)
+        #[arg(long)]
+        counting: bool,
+    },
+    /// Add notes from JSON lines, as `export` writes them
+    ///
+    /// Every line is checked before any is added; a bad one is named by its line number and
+    /// nothing is added. A note already here (same id) is skipped, so an import can be run
+    /// again. A note that carries no vessel is the exporting vessel's own: give --vessel NAME to
+    /// mark it as NAME's (its id becomes NAME:...), or --ours to restore this vessel's own notes
+    /// from its export; without either, such a note is refused rather than silently taken as
+    /// this vessel's. Notes that already name a vessel keep it.
+    Import {
+        /// Config file (TOML): the notes of its state_dir
+        #[arg(long, short)]
+        config: PathBuf,
+        /// The vessel the notes come from (needed when a note names no vessel)
+        #[arg(long, value_name = "NAME")]
+        vessel: Option<String>,
+        /// The notes are this vessel's own (a restore of its own export)
+        #[arg(long, conflicts_with = "vessel")]
+        ours: bool,
+        /// JSON lines files ("-" is stdin)
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+    },
+    /// Withdraw a note: it stays listed, but the daemon stops using it at once
+    Withdraw {
+        /// Config file (TOML): the notes of its state_dir
+        #[arg(long, short)]
+        config: PathBuf,
+        /// The note's id, as `tidewatch notes list` prints it
+        id: String,
+        /// Who withdraws it (a name or login, at most 64 bytes)
+        #[arg(long, value_name = "NAME")]
+        by: String,
+    },
 }
 
 #[derive(Debug, clap::Args)]

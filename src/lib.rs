@@ -45,6 +45,11 @@
 //! coverage judges by (`knowledge/examples`) and of the eval set
 //! (`knowledge/eval`), which only `measure` reads.
 //!
+//! `notes` is the crew's word on diagnoses: what a site note holds and its
+//! bounds, and `SiteNotes`, the notes that count (none withdrawn), as the
+//! pipeline reads them; `notes::store` keeps them in a journal in
+//! `state_dir/notes` that the daemon and `tidewatch notes` both append to.
+//!
 //! **The measurements**: `measure::eval` (accuracy on labeled alarms),
 //! `measure::speculation` (generation speed with lookup decoding),
 //! `measure::tiers` (what the prompt cache's tiers and `warm` save an

@@ -93,6 +93,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Bench(a) => commands::bench::run(a)?,
         Command::CheckConfig { config, offline } => commands::check::run(&config, offline)?,
         Command::Show(a) => commands::show::run(&a)?,
+        Command::Notes { command } => commands::notes::run(command)?,
     }
     Ok(())
 }

@@ -8,6 +8,7 @@ pub mod diagnose;
 pub mod eval;
 pub mod index;
 pub mod lint;
+pub mod notes;
 pub mod show;
 pub mod warm;
 
@@ -34,6 +35,11 @@ pub enum CommandError {
     Tiers(#[from] crate::measure::tiers::TiersError),
     #[error(transparent)]
     Examples(#[from] crate::coverage::examples::ExamplesError),
+    #[error(transparent)]
+    Notes(#[from] crate::notes::store::StoreError),
+    /// A notes file to import, at a line when one is to blame.
+    #[error("{at}: {reason}")]
+    NotesFile { at: String, reason: String },
     #[error("{0}")]
     Usage(String),
     #[error("{model}: daemon jobs take {overhead:.1}% longer than llama.cpp's own decode time (llama_perf), over the --max-overhead {max}%")]
