@@ -40,7 +40,8 @@ pub enum Command {
         #[arg(long, short)]
         alarm: PathBuf,
         /// Site notes to diagnose with, one JSON note per line as `notes
-        /// export` writes them (withdrawn ones do not count)
+        /// export` writes them (withdrawn ones do not count) [default: the
+        /// notes kept in the config's state_dir]
         #[arg(long, value_name = "FILE")]
         notes: Option<PathBuf>,
     },

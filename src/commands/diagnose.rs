@@ -48,6 +48,17 @@ pub fn notes_file(path: &std::path::Path) -> Result<crate::notes::SiteNotes, Com
     Ok(crate::notes::SiteNotes::from_notes(notes))
 }
 
+/// The site notes the daemon of `state_dir` counts; none when it has kept
+/// none (a one-shot run makes no state folder).
+fn state_notes(state_dir: &std::path::Path) -> Result<crate::notes::SiteNotes, CommandError> {
+    if !state_dir.join("notes").is_dir() {
+        return Ok(crate::notes::SiteNotes::empty());
+    }
+    crate::notes::store::Store::open(state_dir)
+        .and_then(|s| s.load())
+        .map_err(|e| CommandError::Usage(format!("site notes of {}: {e}", state_dir.display())))
+}
+
 async fn diagnose(
     cfg: Config,
     alarm_path: &std::path::Path,
@@ -81,7 +92,7 @@ pub fn run(
     crate::config::check_files(&cfg)?;
     let notes = match notes {
         Some(p) => notes_file(p)?,
-        None => crate::notes::SiteNotes::empty(),
+        None => state_notes(&cfg.state_dir)?,
     };
     super::runtime()?.block_on(diagnose(cfg, alarm, notes))
 }
