@@ -291,8 +291,10 @@ pub struct EvalArgs {
     /// noted, then each later occurrence diagnosed without notes and with
     /// the file's notes. Coverage right, the confirmed cause ranked first,
     /// the crew's cause offered, notes leaking onto other faults, latency
-    /// and model steps, per writer and file
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["retrieval", "prompts", "interleaved", "speculation", "answer", "tiers", "diagnoses"])]
+    /// and model steps, per writer and file. With --retrieval: every
+    /// alarm answered from retrieval alone, as in an alarm storm (no model
+    /// step), which measures what the notes do to coverage and ranking
+    #[arg(long, value_name = "FILE", requires = "config", conflicts_with_all = ["prompts", "interleaved", "speculation", "answer", "tiers", "diagnoses"])]
     pub notes: Vec<PathBuf>,
 }
 

@@ -139,6 +139,27 @@ pub fn apply(mut d: Diagnosis, site: &Site, alarm: &Alarm, hits: &[Hit]) -> Diag
                     None => {}
                 }
             }
+            // The crew wrote a cause in the manual's own words (it was not
+            // among those published): it is that item, with its source.
+            Said::Crew { text } if manual_item(text, hits).is_some() => {
+                let Some((item_text, source)) = manual_item(text, hits) else {
+                    continue;
+                };
+                let at = d
+                    .probable_causes
+                    .iter_mut()
+                    .find(|c| c.source.as_deref() == Some(source.as_str()));
+                match at {
+                    Some(c) => c.site = Some(s.tally.clone()),
+                    None if s.tally.net() > 0 => d.probable_causes.push(Cause {
+                        cause: item_text,
+                        likelihood: rated.into(),
+                        source: Some(source),
+                        site: Some(s.tally.clone()),
+                    }),
+                    None => {}
+                }
+            }
             Said::Crew { text } if s.tally.net() > 0 && crew < MAX_CREW_CAUSES => {
                 let Some(last) = &s.tally.last else { continue };
                 crew += 1;
@@ -178,6 +199,23 @@ fn in_passages(item: &ItemRef, hits: &[Hit]) -> Option<(String, String)> {
         .filter(|h| h.section.is_causes())
         .flat_map(Item::of)
         .find(|i| ItemRef::parse(&i.source).is_some_and(|r| r.same(item)))
+        .map(|i| (i.text, i.source))
+}
+
+/// The item of the passages' causes whose text is `text` (up to case and
+/// spacing), with its source.
+fn manual_item(text: &str, hits: &[Hit]) -> Option<(String, String)> {
+    let norm = |s: &str| {
+        s.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase()
+    };
+    let want = norm(text);
+    hits.iter()
+        .filter(|h| h.section.is_causes())
+        .flat_map(Item::of)
+        .find(|i| norm(&i.text) == want)
         .map(|i| (i.text, i.source))
 }
 
@@ -365,6 +403,28 @@ mod tests {
         assert!(is_site_source(
             d.probable_causes[0].source.as_deref().unwrap()
         ));
+    }
+
+    #[test]
+    fn a_crew_cause_in_the_manuals_words_is_that_item() {
+        let crew = SaidCause {
+            said: Said::Crew {
+                text: "Sump  LOW".into(),
+            },
+            tally: tally(1, 0, "cheng", "2026-11-02T10:00:00Z"),
+            note: Some("n".into()),
+        };
+        let site = Site {
+            causes: vec![crew],
+            covering: None,
+        };
+        let d = apply(diag(), &site, &alarm(), &hits());
+        assert_eq!(texts(&d), ["sump low", "filter choked", "pump worn"]);
+        assert_eq!(
+            d.probable_causes[0].source.as_deref(),
+            Some("lube-en § ME-LO-PRES-LO causes #3")
+        );
+        assert!(d.probable_causes[0].site.is_some());
     }
 
     #[test]

@@ -381,16 +381,42 @@ impl NotesReport {
     }
 }
 
+/// How `run` answers an alarm: with the model, or from retrieval alone.
+struct Answer<'p> {
+    pipeline: &'p crate::pipeline::Pipeline,
+    model: bool,
+    style: crate::llm::Style,
+}
+
+impl Answer<'_> {
+    async fn of(&self, slot: &mut crate::llm::Slot, a: &Alarm, notes: &SiteNotes) -> Diagnosis {
+        match self.model {
+            true => {
+                let tr = self.pipeline.diagnose_noted(slot, a, self.style, notes);
+                tr.await.diagnosis
+            }
+            false => self.pipeline.triage(a, notes),
+        }
+    }
+}
+
 /// Replays the histories `files` on `slot`: per file, every `first`
 /// diagnosed and its verdict noted, then every `next` diagnosed without
-/// notes and with all of the file's notes.
+/// notes and with all of the file's notes. Without `model`, every alarm is
+/// answered from retrieval alone (`Pipeline::triage`).
 pub async fn run(
     pipeline: &crate::pipeline::Pipeline,
     slot: &mut crate::llm::Slot,
     files: &[(String, Vec<HistoryCase>)],
+    model: bool,
     progress: bool,
 ) -> NotesReport {
     let style = crate::llm::Style::Schema;
+    let answer = Answer {
+        pipeline,
+        model,
+        style,
+    };
     let mut r = NotesReport::default();
     let none = SiteNotes::empty();
     for (part, cases) in files {
@@ -407,10 +433,7 @@ pub async fn run(
                     continue;
                 }
             };
-            let d = pipeline
-                .diagnose_noted(slot, &first, style, &none)
-                .await
-                .diagnosis;
+            let d = answer.of(slot, &first, &none).await;
             let text = match &c.truth {
                 Some(Truth::Item { doc, section, item }) => item_text(&index, doc, section, *item),
                 _ => None,
@@ -433,15 +456,9 @@ pub async fn run(
                 }
             };
             let row = r.rows.entry(format!("{}/{part}", c.writer)).or_default();
-            let d = pipeline
-                .diagnose_noted(slot, &next, style, &none)
-                .await
-                .diagnosis;
+            let d = answer.of(slot, &next, &none).await;
             row.without.add(c, &judge(c, &d));
-            let d = pipeline
-                .diagnose_noted(slot, &next, style, &site)
-                .await
-                .diagnosis;
+            let d = answer.of(slot, &next, &site).await;
             row.with.add(c, &judge(c, &d));
             if progress {
                 eprint!("\r{part}: {}/{}", i + 1, cases.len());
