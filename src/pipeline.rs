@@ -204,7 +204,20 @@ impl Pipeline {
         let cover = coverage::site::covering(&noted)
             .and_then(|(note, item)| site_cover(index, hits, note, &item));
         let j = self.judge(index, lookup, hits, cover.as_ref());
-        let site = coverage::site::said(&noted, j.note.clone());
+        let mut site = coverage::site::said(&noted, j.note.clone());
+        if site
+            .causes
+            .iter()
+            .any(|c| matches!(c.said, crate::diagnosis::site::Said::Crew { .. }))
+        {
+            // A crew cause in a manual's own words, in either language.
+            let sections: Vec<Hit> = index
+                .causes_sections()
+                .into_iter()
+                .map(|(h, _)| h)
+                .collect();
+            site = coverage::site::as_items(site, &sections);
+        }
         if !noted.is_empty() {
             tracing::debug!(alarm_id = %alarm.id, notes = noted.len(), note = ?j.note, "site notes about the fault");
         }

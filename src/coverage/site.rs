@@ -182,6 +182,37 @@ pub fn said(noted: &[Noted], covering: Option<String>) -> Site {
     Site { causes, covering }
 }
 
+/// `site` with each crew cause written in a manual item's own words (up to
+/// case and spacing) read as that item of `sections` (causes sections, in
+/// any language): its translation in the answer's language is then the
+/// same cause, with the manual's source.
+pub fn as_items(mut site: Site, sections: &[crate::retrieval::Hit]) -> Site {
+    let norm = |s: &str| {
+        s.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase()
+    };
+    for c in &mut site.causes {
+        let Said::Crew { text } = &c.said else {
+            continue;
+        };
+        let want = norm(text);
+        let found = sections
+            .iter()
+            .flat_map(crate::diagnosis::Item::of)
+            .find(|i| norm(&i.text) == want);
+        if let Some(i) = found.and_then(|i| ItemRef::parse(&i.source).map(|r| (r, i))) {
+            c.said = Said::Item {
+                item: i.0,
+                text: i.1.text,
+                source: i.1.source,
+            };
+        }
+    }
+    site
+}
+
 /// Whether two said causes are one: the same manual item, or the same
 /// crew words up to case and spacing.
 fn same(a: &Said, b: &Said) -> bool {
@@ -378,6 +409,33 @@ mod tests {
         );
         let (n, item) = covering(&noted).unwrap();
         assert_eq!((n.id.as_str(), item.n), ("a", 2));
+    }
+
+    #[test]
+    fn a_crew_cause_in_a_manuals_words_is_that_item_in_any_language() {
+        let zh = crate::retrieval::Hit {
+            doc: "battery-zh".into(),
+            ..crate::test_support::hit(
+                "BAT-VOLT-LO 原因",
+                "蓄电池电压低。可能原因：1）充电不足；2）负载异常增大。",
+            )
+        };
+        let site = Site {
+            causes: vec![SaidCause {
+                said: Said::Crew {
+                    text: "负载异常增大".into(),
+                },
+                tally: Tally::default(),
+                note: None,
+            }],
+            covering: None,
+        };
+        let site = as_items(site, &[zh]);
+        let Said::Item { item, .. } = &site.causes[0].said else {
+            panic!("{site:?}");
+        };
+        let en = ItemRef::parse("battery-en § BAT-VOLT-LO causes #2").unwrap();
+        assert!(item.same(&en), "{item:?}");
     }
 
     #[test]
