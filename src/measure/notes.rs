@@ -456,10 +456,19 @@ pub async fn run(
                 }
             };
             let row = r.rows.entry(format!("{}/{part}", c.writer)).or_default();
-            let d = answer.of(slot, &next, &none).await;
-            row.without.add(c, &judge(c, &d));
-            let d = answer.of(slot, &next, &site).await;
-            row.with.add(c, &judge(c, &d));
+            // The second run of an alarm finds its prompt cached: each
+            // way goes first for every other case, so neither gains.
+            if i % 2 == 0 {
+                let d = answer.of(slot, &next, &none).await;
+                row.without.add(c, &judge(c, &d));
+                let d = answer.of(slot, &next, &site).await;
+                row.with.add(c, &judge(c, &d));
+            } else {
+                let d = answer.of(slot, &next, &site).await;
+                row.with.add(c, &judge(c, &d));
+                let d = answer.of(slot, &next, &none).await;
+                row.without.add(c, &judge(c, &d));
+            }
             if progress {
                 eprint!("\r{part}: {}/{}", i + 1, cases.len());
             }
