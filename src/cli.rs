@@ -39,6 +39,11 @@ pub enum Command {
         /// line of the eval set (its "alarm" is used); "-" reads stdin
         #[arg(long, short)]
         alarm: PathBuf,
+        /// Site notes to diagnose with, one JSON note per line as `notes
+        /// export` writes them (withdrawn ones do not count) [default: the
+        /// notes kept in the config's state_dir]
+        #[arg(long, value_name = "FILE")]
+        notes: Option<PathBuf>,
     },
     /// Precompute the prompt states of the passage blocks the manuals' own
     /// alarms retrieve (each code, in each language) into state_dir/kv/prompts,
@@ -330,6 +335,16 @@ pub struct EvalArgs {
     /// With --answer: cap on the summary's tokens (default: llm.summary_tokens)
     #[arg(long, value_parser = clap::value_parser!(u32).range(8..=256), requires = "answer")]
     pub summary_tokens: Option<u32>,
+    /// A vessel's history instead of accuracy (repeat for several files):
+    /// each case's first alarm diagnosed and the crew's verdict on it
+    /// noted, then each later occurrence diagnosed without notes and with
+    /// the file's notes. Coverage right, the confirmed cause ranked first,
+    /// the crew's cause offered, notes leaking onto other faults, latency
+    /// and model steps, per writer and file. With --retrieval: every
+    /// alarm answered from retrieval alone, as in an alarm storm (no model
+    /// step), which measures what the notes do to coverage and ranking
+    #[arg(long, value_name = "FILE", requires = "config", conflicts_with_all = ["prompts", "interleaved", "speculation", "answer", "tiers", "diagnoses"])]
+    pub notes: Vec<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

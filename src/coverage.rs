@@ -25,7 +25,8 @@
 //! the entry points; the room is laid out as: `reading` (the alarm read
 //! once), `terms` (words and characters, weighed), `ranking` (retrieval's
 //! lead), `named` (a section's alarm named in full), `examples` (other
-//! plants' wordings) and `rules` (the ordered table `judge` walks).
+//! plants' wordings), `site` (the crew's notes: this vessel's own wordings
+//! and causes) and `rules` (the ordered table `judge` walks).
 
 use serde::{Deserialize, Serialize};
 
@@ -38,6 +39,7 @@ mod named;
 mod ranking;
 mod reading;
 pub mod rules;
+pub mod site;
 mod terms;
 
 #[cfg(test)]
@@ -106,6 +108,17 @@ pub struct Judgement {
     pub section: Option<SectionRef>,
     /// The rule of `rules::RULES` that decided (its stable name).
     pub rule: &'static str,
+    /// The id of the site note the verdict rests on (rule `site_note`).
+    pub note: Option<String>,
+}
+
+/// A confirmed site note about the alarm's fault (`site::covering`) and
+/// the causes section of the manual item it confirmed: what rule
+/// `site_note` covers the alarm by.
+#[derive(Debug, Clone)]
+pub struct SiteCover {
+    pub note: String,
+    pub section: Hit,
 }
 
 /// Judges `alarm` against the passages retrieval chose for it, every word
@@ -142,7 +155,7 @@ pub fn judge_like(
     likeness: Option<Likeness>,
 ) -> Judgement {
     let kind: Vec<String> = alarm.kind.iter().cloned().collect();
-    judge_like_in(alarm, hits, equipment, &kind, sections, likeness)
+    judge_like_in(alarm, hits, equipment, &kind, sections, likeness, None)
 }
 
 /// `judge_like`, the example alarms read of the manual classes `classes`
@@ -154,8 +167,9 @@ pub fn judge_like_in(
     classes: &[String],
     sections: &[Hit],
     likeness: Option<Likeness>,
+    site: Option<&SiteCover>,
 ) -> Judgement {
-    let ground = rules::Ground::new(alarm, hits, equipment, classes, sections, likeness);
+    let ground = rules::Ground::new(alarm, hits, equipment, classes, sections, likeness, site);
     rules::judge(&ground)
 }
 
@@ -173,6 +187,17 @@ pub fn judge_in_like(
     hits: &[Hit],
     likeness: Option<Likeness>,
 ) -> Judgement {
+    judge_in_noted(index, alarm, hits, likeness, None)
+}
+
+/// `judge_in_like`, and by a confirmed site note about the fault.
+pub fn judge_in_noted(
+    index: &Index,
+    alarm: &Alarm,
+    hits: &[Hit],
+    likeness: Option<Likeness>,
+    site: Option<&SiteCover>,
+) -> Judgement {
     let resolved = crate::retrieval::kinds::resolve(index.docs(), alarm);
     let docs = index.docs_of_classes(&resolved.classes);
     let equipment = match (docs.is_empty(), resolved.by) {
@@ -187,6 +212,7 @@ pub fn judge_in_like(
         &resolved.classes,
         &index.causes_of(&docs),
         likeness,
+        site,
     )
 }
 

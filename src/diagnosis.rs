@@ -14,6 +14,8 @@ use crate::coverage::Coverage;
 use crate::retrieval::knowledge::ListKind;
 use crate::retrieval::Hit;
 
+pub mod site;
+
 /// How a diagnosis was produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -52,6 +54,11 @@ pub struct Cause {
     /// word (`Item::source`); absent for a model-written cause.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// What this vessel's crew said of this cause for this equipment and
+    /// fault (`site`); absent when no site note speaks of it, so consumers
+    /// that predate site notes read the same causes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site: Option<site::Tally>,
 }
 
 /// One numbered item of a manual passage: its text exactly as the manual
@@ -90,6 +97,46 @@ impl Item {
                 }
             })
             .collect()
+    }
+}
+
+/// Where a manual item is, read back from its `Item::source`: a crew's
+/// feedback names the cause it confirms by the source the diagnosis
+/// published, and the next alarm's items are told apart by it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItemRef {
+    pub doc: String,
+    pub section: crate::retrieval::Section,
+    pub n: u32,
+}
+
+impl ItemRef {
+    /// Reads "doc § section #n"; None for anything else (a site note's
+    /// source, a model-written cause's).
+    pub fn parse(source: &str) -> Option<Self> {
+        let (doc, rest) = source.split_once(" § ")?;
+        let (heading, n) = rest.rsplit_once(" #")?;
+        let n = n.trim().parse().ok()?;
+        let doc = doc.trim();
+        (!doc.is_empty() && !heading.trim().is_empty()).then(|| ItemRef {
+            doc: doc.to_string(),
+            section: crate::retrieval::Section::new(heading.trim().to_string()),
+            n,
+        })
+    }
+
+    /// The same item of the same manual in either language (its
+    /// translation keeps the code, the list and the numbering), whichever
+    /// part of a split section holds it.
+    pub fn same(&self, other: &ItemRef) -> bool {
+        let stem = |d: &str| d.rsplit_once('-').map_or(d, |(s, _)| s).to_string();
+        stem(&self.doc) == stem(&other.doc)
+            && self
+                .section
+                .code()
+                .eq_ignore_ascii_case(other.section.code())
+            && self.section.list() == other.section.list()
+            && self.n == other.n
     }
 }
 
@@ -167,6 +214,12 @@ pub struct Diagnosis {
     /// was not judged (triage, a journaled diagnosis).
     #[serde(skip)]
     pub coverage_rule: Option<&'static str>,
+    /// The id of the site note the answer rests on beside the manuals: a
+    /// confirmed one that judged the fault covered by its section, or the
+    /// crew's own cause offered for a fault the manuals lack. Absent when
+    /// no note speaks of the fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage_note: Option<String>,
     /// Share (0..1, two decimals) of the model's causes that were text and
     /// supported by the passages (the alarm's own text is no support); what
     /// was not is not published.
@@ -303,6 +356,7 @@ pub fn from_passages(
             cause: c.text,
             likelihood: likelihood[i.min(2)].into(),
             source: Some(c.source),
+            site: None,
         })
         .collect();
     let (actions, action_sources): (Vec<String>, Vec<String>) = checks_hit
@@ -336,6 +390,7 @@ pub fn from_passages(
         mode,
         coverage: Coverage::Covered,
         coverage_rule: None,
+        coverage_note: None,
         // Every cause is the manuals' own; in mode "passages" the model's
         // were all dropped, and `grounding::guard` says so with 0.
         grounded: 1.0,
@@ -458,6 +513,7 @@ pub fn unmatched(alarm: &Alarm, model: &str, timings: Timings) -> Diagnosis {
         mode: Mode::Unmatched,
         coverage: Coverage::None,
         coverage_rule: None,
+        coverage_note: None,
         grounded: 1.0,
         model: model.to_string(),
         timings,
@@ -566,6 +622,7 @@ mod tests {
             cause: text.into(),
             likelihood: likelihood.into(),
             source: Some("d § s #1".into()),
+            site: None,
         }
     }
 
@@ -748,6 +805,7 @@ mod tests {
                 cause: "low hydraulic power pack pressure".into(),
                 likelihood: "high".into(),
                 source: Some("ballast-en § BAL-VLV-FAIL causes #1".into()),
+                site: None,
             }];
             let actions = vec!["Check the power pack.".to_string()];
             let mut d = from_passages(&a, &hits, Mode::Full, "m", Timings::default());
@@ -786,6 +844,32 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&payload(&d).unwrap()).unwrap();
         assert_eq!(v["coverage"], "none");
         assert_eq!(v["mode"], "unmatched");
+    }
+
+    #[test]
+    fn an_items_source_reads_back_and_its_translation_is_the_same_item() {
+        let en = ItemRef::parse("lube-en § ME-LO-PRES-LO causes (2/2) #5").unwrap();
+        assert_eq!(
+            (en.doc.as_str(), en.section.code(), en.n),
+            ("lube-en", "ME-LO-PRES-LO", 5)
+        );
+        let zh = ItemRef::parse("lube-zh § ME-LO-PRES-LO 原因 #5").unwrap();
+        assert!(en.same(&zh) && zh.same(&en));
+        for other in [
+            "lube-en § ME-LO-PRES-LO causes #4",
+            "lube-en § ME-LO-PRES-LO checks #5",
+            "lube-en § ME-LO-TEMP-HI causes #5",
+            "fuel-en § ME-LO-PRES-LO causes #5",
+        ] {
+            assert!(!en.same(&ItemRef::parse(other).unwrap()), "{other}");
+        }
+        for not_an_item in [
+            "site note · j.smith · 2026-11-02",
+            "lube-en § causes",
+            "x § y #z",
+        ] {
+            assert_eq!(ItemRef::parse(not_an_item), None, "{not_an_item}");
+        }
     }
 
     #[test]

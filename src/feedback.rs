@@ -457,16 +457,19 @@ mod tests {
                         cause: "thermostatic valve stuck".into(),
                         likelihood: "high".into(),
                         source: Some("main_engine_cooling-en § ME-JCW-TEMP-HI #1".into()),
+                        ..Cause::default()
                     },
                     Cause {
                         cause: "cooler fouled".into(),
                         likelihood: "medium".into(),
                         source: Some(SRC.into()),
+                        ..Cause::default()
                     },
                     Cause {
                         cause: "a cause in the model's words".into(),
                         likelihood: "low".into(),
                         source: None,
+                        ..Cause::default()
                     },
                 ],
             },

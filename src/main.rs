@@ -58,7 +58,11 @@ fn is_config_error(e: &(dyn std::error::Error + 'static)) -> bool {
 fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run { config } => run_daemon(&config)?,
-        Command::Diagnose { config, alarm } => commands::diagnose::run(&config, &alarm)?,
+        Command::Diagnose {
+            config,
+            alarm,
+            notes,
+        } => commands::diagnose::run(&config, &alarm, notes.as_deref())?,
         Command::Warm { config, codes } => commands::warm::run(&config, &codes)?,
         Command::Index {
             command:

@@ -14,13 +14,14 @@ use std::time::{Duration, Instant};
 
 use crate::alarm::Alarm;
 use crate::config::{Answer, Config};
-use crate::coverage::{self, Coverage};
+use crate::coverage::{self, Coverage, SiteCover};
 use crate::diagnosis::{
     self, dedup_sources, round2, Cause, Diagnosis, Item, Mode, Source, Timings,
 };
 use crate::grounding::{self, Verdict};
 use crate::llm::grammar::{passage_index, Choices};
 use crate::llm::{GenOutput, GenRequest, LlmError, Model, Slot, SlotCounters, SlotFailure, Style};
+use crate::notes::{Note, SiteNotes};
 use crate::prompt::{self, strip_think};
 use crate::retrieval::knowledge::ListKind;
 use crate::retrieval::{Hit, Index, LiveIndex};
@@ -162,14 +163,65 @@ impl Pipeline {
         self.retrieve_in(&self.index.current(), alarm)
     }
 
-    /// Coverage of `alarm` (its `lookup`), judged on `hits` from `index`
-    /// and by the example alarms.
-    fn judge(&self, index: &Index, alarm: &Alarm, hits: &[Hit]) -> coverage::Judgement {
+    /// Coverage of `alarm` (its `lookup`), judged on `hits` from `index`,
+    /// by the example alarms and by a confirmed site note (`site`).
+    fn judge(
+        &self,
+        index: &Index,
+        alarm: &Alarm,
+        hits: &[Hit],
+        site: Option<&SiteCover>,
+    ) -> coverage::Judgement {
         let like = self
             .examples
             .as_deref()
             .map(|examples| coverage::Likeness { examples });
-        coverage::judge_in_like(index, alarm, hits, like)
+        coverage::judge_in_noted(index, alarm, hits, like, site)
+    }
+
+    /// What the site notes say of `alarm` (as raised: the crew noted it so)
+    /// and the confirmed item whose section covers it, found in `hits` or
+    /// else in its manual; then the judgement on both, and the notes' say
+    /// with the note it rested on.
+    fn judge_noted(
+        &self,
+        index: &Index,
+        (alarm, lookup): (&Alarm, &Alarm),
+        hits: &[Hit],
+        notes: &SiteNotes,
+    ) -> (
+        coverage::Judgement,
+        Option<SiteCover>,
+        crate::diagnosis::site::Site,
+    ) {
+        if notes.is_empty() {
+            let j = self.judge(index, lookup, hits, None);
+            return (j, None, Default::default());
+        }
+        let none = coverage::Examples::default();
+        let examples = self.examples.as_deref().unwrap_or(&none);
+        let noted = coverage::site::about(notes, alarm, examples);
+        let cover = coverage::site::covering(&noted)
+            .and_then(|(note, item)| site_cover(index, hits, note, &item));
+        let j = self.judge(index, lookup, hits, cover.as_ref());
+        let mut site = coverage::site::said(&noted, j.note.clone());
+        if site
+            .causes
+            .iter()
+            .any(|c| matches!(c.said, crate::diagnosis::site::Said::Crew { .. }))
+        {
+            // A crew cause in a manual's own words, in either language.
+            let sections: Vec<Hit> = index
+                .causes_sections()
+                .into_iter()
+                .map(|(h, _)| h)
+                .collect();
+            site = coverage::site::as_items(site, &sections);
+        }
+        if !noted.is_empty() {
+            tracing::debug!(alarm_id = %alarm.id, notes = noted.len(), note = ?j.note, "site notes about the fault");
+        }
+        (j, cover, site)
     }
 
     /// The alarm as retrieval and coverage read it: under its manual code
@@ -287,30 +339,50 @@ impl Pipeline {
         }
     }
 
-    /// Diagnoses one alarm on `slot`. Never fails: the worst case is "degraded".
-    pub async fn diagnose(&self, slot: &mut Slot, alarm: &Alarm) -> Diagnosis {
-        self.diagnose_traced(slot, alarm, Style::Schema)
+    /// Diagnoses one alarm on `slot`, with what the site notes say of its
+    /// fault. Never fails: the worst case is "degraded".
+    pub async fn diagnose(&self, slot: &mut Slot, alarm: &Alarm, notes: &SiteNotes) -> Diagnosis {
+        self.diagnose_noted(slot, alarm, Style::Schema, notes)
             .await
             .diagnosis
     }
 
-    /// `diagnose`, also returning the first attempt's raw model output (for
-    /// evaluation: JSON validity is judged on what the model produced).
+    /// `diagnose` from the manuals alone, also returning the first
+    /// attempt's raw model output (for evaluation: JSON validity is judged
+    /// on what the model produced).
     pub async fn diagnose_traced(&self, slot: &mut Slot, alarm: &Alarm, style: Style) -> Trace {
-        self.traced(slot, alarm, style, false).await
+        self.traced(slot, alarm, style, false, &SiteNotes::empty())
+            .await
+    }
+
+    /// `diagnose_traced` with the site notes.
+    pub async fn diagnose_noted(
+        &self,
+        slot: &mut Slot,
+        alarm: &Alarm,
+        style: Style,
+        notes: &SiteNotes,
+    ) -> Trace {
+        self.traced(slot, alarm, style, false, notes).await
     }
 
     /// `diagnose_traced` whose first attempt also records every model choice
     /// with its top logits (`GenOutput::steps`).
     pub async fn diagnose_stepped(&self, slot: &mut Slot, alarm: &Alarm, style: Style) -> Trace {
-        self.traced(slot, alarm, style, true).await
+        self.traced(slot, alarm, style, true, &SiteNotes::empty())
+            .await
     }
 
     /// `diagnose` for the daemon's workers: None when the job was stopped
     /// for a more severe alarm before it finished (the worker runs it again
     /// after that one; what it read of its prompt stays cached).
-    pub async fn diagnose_preemptible(&self, slot: &mut Slot, alarm: &Alarm) -> Option<Diagnosis> {
-        self.attempt(slot, alarm, Style::Schema, false, true)
+    pub async fn diagnose_preemptible(
+        &self,
+        slot: &mut Slot,
+        alarm: &Alarm,
+        notes: &SiteNotes,
+    ) -> Option<Diagnosis> {
+        self.attempt(slot, alarm, Style::Schema, false, true, notes)
             .await
             .map(|t| t.diagnosis)
     }
@@ -324,13 +396,20 @@ impl Pipeline {
         self.count(diagnosis::unmatched(alarm, &self.model.info.name, t))
     }
 
-    async fn traced(&self, slot: &mut Slot, alarm: &Alarm, style: Style, steps: bool) -> Trace {
-        match self.attempt(slot, alarm, style, steps, false).await {
+    async fn traced(
+        &self,
+        slot: &mut Slot,
+        alarm: &Alarm,
+        style: Style,
+        steps: bool,
+        notes: &SiteNotes,
+    ) -> Trace {
+        match self.attempt(slot, alarm, style, steps, false, notes).await {
             Some(t) => t,
             // Not asked to yield, a job never ends pre-empted; were it to,
             // the alarm is still answered, from retrieval.
             None => Trace {
-                diagnosis: self.triage(alarm),
+                diagnosis: self.triage(alarm, notes),
                 first: None,
                 hits: Vec::new(),
                 verdict: None,
@@ -347,13 +426,14 @@ impl Pipeline {
         style: Style,
         steps: bool,
         preemptible: bool,
+        notes: &SiteNotes,
     ) -> Option<Trace> {
         // One index for the whole job: a reload between its retrieval, its
         // judgement and its covering checks would mix two sets of manuals.
         let index = self.index.current();
         let lookup = self.lookup(&index, alarm);
         let (hits, retrieval_ms) = self.retrieve_in(&index, &lookup);
-        let judged = self.judge(&index, &lookup, &hits);
+        let (judged, cover, site) = self.judge_noted(&index, (alarm, &lookup), &hits, notes);
         let cov = judged.coverage;
         // A fault covered under a plant's own code: the covering section's
         // code stands for the alarm's, so the prompt holds that fault's
@@ -361,6 +441,8 @@ impl Pipeline {
         // its passage block is the one `tidewatch warm` computed.
         let hits = match (cov, &judged.section) {
             (Coverage::Covered, Some(s)) => {
+                let noted = cover.as_ref().filter(|_| judged.note.is_some());
+                let hits = with_noted_section(&index, hits, noted, alarm);
                 crate::retrieval::covering_passages(&index, hits, s.section.code())
             }
             _ => hits,
@@ -368,6 +450,7 @@ impl Pipeline {
         if cov == Coverage::None {
             let mut diagnosis = self.unmatched(alarm, retrieval_ms);
             diagnosis.coverage_rule = Some(judged.rule);
+            let diagnosis = crate::diagnosis::site::apply(diagnosis, &site, alarm, &hits);
             return Some(Trace {
                 diagnosis,
                 first: None,
@@ -379,6 +462,7 @@ impl Pipeline {
         let mut tr = self.answer(slot, alarm, run, hits, retrieval_ms).await?;
         tr.diagnosis = diagnosis::with_coverage(tr.diagnosis, cov, alarm, &tr.hits);
         tr.diagnosis.coverage_rule = Some(judged.rule);
+        tr.diagnosis = crate::diagnosis::site::apply(tr.diagnosis, &site, alarm, &tr.hits);
         Some(tr)
     }
 
@@ -473,21 +557,32 @@ impl Pipeline {
         (d, None)
     }
 
-    /// A retrieval-only answer for an alarm that must not wait (alarm storms).
-    pub fn triage(&self, alarm: &Alarm) -> Diagnosis {
+    /// A retrieval-only answer for an alarm that must not wait (alarm
+    /// storms), with what the site notes say of its fault.
+    pub fn triage(&self, alarm: &Alarm, notes: &SiteNotes) -> Diagnosis {
         let index = self.index.current();
         let lookup = self.lookup(&index, alarm);
         let (hits, retrieval_ms) = self.retrieve_in(&index, &lookup);
-        let cov = self.judge(&index, &lookup, &hits).coverage;
+        let (judged, cover, site) = self.judge_noted(&index, (alarm, &lookup), &hits, notes);
+        let cov = judged.coverage;
         if cov == Coverage::None {
-            return self.unmatched(alarm, retrieval_ms);
+            let d = self.unmatched(alarm, retrieval_ms);
+            return crate::diagnosis::site::apply(d, &site, alarm, &hits);
         }
+        let hits = match (cov, &judged.section, &judged.note) {
+            (Coverage::Covered, Some(s), Some(_)) => {
+                let hits = with_noted_section(&index, hits, cover.as_ref(), alarm);
+                crate::retrieval::covering_passages(&index, hits, s.section.code())
+            }
+            _ => hits,
+        };
         let t = Timings {
             retrieval_ms,
             ..Default::default()
         };
         let d = diagnosis::from_passages(alarm, &hits, Mode::Triage, &self.model.info.name, t);
-        self.count(diagnosis::with_coverage(d, cov, alarm, &hits))
+        let d = diagnosis::with_coverage(d, cov, alarm, &hits);
+        self.count(crate::diagnosis::site::apply(d, &site, alarm, &hits))
     }
 
     fn count(&self, d: Diagnosis) -> Diagnosis {
@@ -541,6 +636,7 @@ impl Pipeline {
             mode: Mode::Full,
             coverage: Coverage::Covered,
             coverage_rule: None,
+            coverage_note: None,
             grounded: 1.0,
             model: self.model.info.name.clone(),
             timings,
@@ -557,6 +653,7 @@ impl Pipeline {
                 cause: strip_think(&c.cause),
                 likelihood: c.likelihood,
                 source: None,
+                site: None,
             })
             .filter(|c| !c.cause.is_empty())
             .collect();
@@ -621,6 +718,7 @@ impl Pipeline {
                 cause: cand.item.text.clone(),
                 likelihood: dc.likelihood,
                 source: Some(cand.item.source.clone()),
+                site: None,
             });
         }
         for (a, &k) in out.draft.actions.iter().zip(&out.draft.action_items) {
@@ -637,6 +735,56 @@ impl Pipeline {
         }
         grounding::guard_chosen(d, hits, alarm).map_err(defect)
     }
+}
+
+/// The causes section of the item a confirmed note names: the passage
+/// retrieval found of it (either language), else its manual's.
+fn site_cover(
+    index: &Index,
+    hits: &[Hit],
+    note: &Note,
+    item: &crate::diagnosis::ItemRef,
+) -> Option<SiteCover> {
+    let of_item = |h: &Hit| {
+        h.section.is_causes()
+            && crate::diagnosis::ItemRef {
+                doc: h.doc.clone(),
+                section: h.section.clone(),
+                n: item.n,
+            }
+            .same(item)
+    };
+    let section = hits.iter().find(|h| of_item(h)).cloned().or_else(|| {
+        index
+            .causes_of(std::slice::from_ref(&item.doc))
+            .into_iter()
+            .find(|h| of_item(h))
+    })?;
+    Some(SiteCover {
+        note: note.id.clone(),
+        section,
+    })
+}
+
+/// `hits` with the section of the item a site note confirmed, first and
+/// in the alarm's language, when retrieval missed it: the confirmed cause
+/// is then among the items the answer is made of.
+fn with_noted_section(
+    index: &Index,
+    mut hits: Vec<Hit>,
+    cover: Option<&SiteCover>,
+    alarm: &Alarm,
+) -> Vec<Hit> {
+    let Some(c) = cover else { return hits };
+    let code = c.section.section.code();
+    let found = hits
+        .iter()
+        .any(|h| h.section.is_causes() && h.section.code().eq_ignore_ascii_case(code));
+    if !found {
+        hits.insert(0, c.section.clone());
+    }
+    let query = alarm.message.as_deref().unwrap_or(&alarm.code);
+    crate::retrieval::in_language(index, hits, query)
 }
 
 fn source_of(h: &Hit) -> Source {

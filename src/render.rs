@@ -58,6 +58,9 @@ struct View {
     /// A string for the same reason; absent from older diagnoses.
     #[serde(default)]
     coverage: String,
+    /// The site note the answer rests on beside the manuals.
+    #[serde(default)]
+    coverage_note: Option<String>,
     #[serde(default)]
     model: String,
     #[serde(default)]
@@ -75,6 +78,25 @@ struct CauseView {
     likelihood: String,
     #[serde(default)]
     source: Option<String>,
+    /// What the crew said of it here; lenient, as from a newer tidewatch.
+    #[serde(default)]
+    site: Option<SiteView>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct SiteView {
+    confirmed: u64,
+    rejected: u64,
+    last: Option<LastView>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct LastView {
+    by: String,
+    ts: String,
+    vessel: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -291,18 +313,32 @@ fn render(v: &View) -> String {
             let _ = writeln!(o, "Summary: {}", v.summary);
         }
     }
-    if !v.probable_causes.is_empty() {
+    // The crew's own causes are printed apart from the manual's items,
+    // under a heading that says whose they are.
+    let crew = |c: &&CauseView| {
+        c.source
+            .as_deref()
+            .is_some_and(crate::diagnosis::site::is_site_source)
+    };
+    // Each cause keeps its number in the published list, which is what
+    // `tidewatch feedback --confirm N` counts, wherever it is printed.
+    let numbered: Vec<(usize, &CauseView)> = v.probable_causes.iter().enumerate().collect();
+    let manual: Vec<(usize, &CauseView)> =
+        numbered.iter().copied().filter(|(_, c)| !crew(c)).collect();
+    let site: Vec<(usize, &CauseView)> = numbered.iter().copied().filter(|(_, c)| crew(c)).collect();
+    if !manual.is_empty() {
         let _ = writeln!(o, "Probable causes:");
-        for c in &v.probable_causes {
-            let l = if c.likelihood.is_empty() {
-                "?"
-            } else {
-                &c.likelihood
-            };
-            let _ = writeln!(o, "  {:<8} {}", format!("[{l}]"), c.cause);
-            if let Some(src) = &c.source {
-                let _ = writeln!(o, "           ↳ {src}");
-            }
+        for (i, c) in manual {
+            cause_lines(&mut o, i + 1, c);
+        }
+    }
+    if !site.is_empty() {
+        let _ = writeln!(
+            o,
+            "Site notes (the crew's experience on board, not the manuals):"
+        );
+        for (i, c) in site {
+            cause_lines(&mut o, i + 1, c);
         }
     }
     if !v.alarm_id.is_empty() {
@@ -326,6 +362,9 @@ fn render(v: &View) -> String {
     let _ = write!(o, "Mode: {}", mode_text(&v.mode));
     if !v.coverage.is_empty() {
         let _ = write!(o, " · coverage: {}", v.coverage);
+    }
+    if let Some(n) = &v.coverage_note {
+        let _ = write!(o, " (rests on site note {n})");
     }
     if let Some(g) = &v.grounded {
         let g = match g {
@@ -355,7 +394,7 @@ fn feedback_hint(v: &View) -> String {
         String::new()
     } else {
         format!(
-            "--confirm N | --reject N (N: 1..{} in the causes above) | ",
+            "--confirm N | --reject N (N: a cause's number above, 1..{}) | ",
             v.probable_causes.len()
         )
     };
@@ -364,6 +403,32 @@ fn feedback_hint(v: &View) -> String {
         v.alarm_id,
         or_dash(&v.equipment)
     )
+}
+
+/// Cause number `n`, its source and what the crew said of it here.
+fn cause_lines(o: &mut String, n: usize, c: &CauseView) {
+    let l = if c.likelihood.is_empty() {
+        "?"
+    } else {
+        &c.likelihood
+    };
+    let _ = writeln!(o, "  {n}. {:<8} {}", format!("[{l}]"), c.cause);
+    if let Some(src) = &c.source {
+        let _ = writeln!(o, "              ↳ {src}");
+    }
+    if let Some(s) = &c.site {
+        let mut line = format!(
+            "              ↳ on board: confirmed {} · rejected {}",
+            s.confirmed, s.rejected
+        );
+        if let Some(last) = &s.last {
+            let _ = write!(line, " · last {} {}", last.by, last.ts);
+            if let Some(vessel) = &last.vessel {
+                let _ = write!(line, " ({vessel})");
+            }
+        }
+        let _ = writeln!(o, "{line}");
+    }
 }
 
 /// A rejection in one line: which alarm (when its id could be read), on
@@ -480,12 +545,12 @@ mod tests {
         );
         assert!(text.contains("Summary: Jacket water outlet temperature high on cylinder 3\n"));
         assert!(
-            text.contains("  [high]   Thermostatic valve stuck\n"),
+            text.contains("  1. [high]   Thermostatic valve stuck\n"),
             "{text}"
         );
-        assert!(text.contains("  [medium] Cooler fouled\n"), "{text}");
+        assert!(text.contains("  2. [medium] Cooler fouled\n"), "{text}");
         assert!(
-            text.contains("Feedback: tidewatch feedback demo-1 --equipment ME1 --confirm N | --reject N (N: 1..2 in the causes above) | --text \"...\" --by NAME\n"),
+            text.contains("Feedback: tidewatch feedback demo-1 --equipment ME1 --confirm N | --reject N (N: a cause's number above, 1..2) | --text \"...\" --by NAME\n"),
             "{text}"
         );
         assert!(text.contains("  1. Check the thermostatic valve\n  2. Clean the cooler\n"));
@@ -547,7 +612,7 @@ mod tests {
         let text = render_line(7, line).unwrap().unwrap();
         assert!(text.starts_with("== BUOY-07 · BAT-VOLT-LO · alarm demo-3 "));
         assert!(text.contains("Summary: 夜间蓄电池电压低\n"));
-        assert!(text.contains("  [high]   太阳能板积污\n"));
+        assert!(text.contains("  1. [high]   太阳能板积污\n"));
         assert!(text.contains("  1. 清洁太阳能板\n"));
         assert!(text.contains("  buoy-power.zh § BAT-VOLT-LO 原因\n"));
         assert!(text.contains("TTFT 900 ms"));
@@ -558,7 +623,7 @@ mod tests {
         let line = r#"{"alarm_id":"demo-3","equipment":"BUOY-07","code":"BAT-VOLT-LO","summary":"蓄电池电压低。","probable_causes":[{"cause":"充电控制器或MPPT故障，不充电","likelihood":"high","source":"battery-zh § BAT-VOLT-LO 原因 (1/2) #2"}],"actions":["读取充电控制器状态"],"action_sources":["battery-zh § BAT-VOLT-LO 检查与处理 #3"],"sources":[],"mode":"full","model":"m.gguf","timings":{"retrieval_ms":1,"prompt_tokens":300,"cached_tokens":200,"ttft_ms":900,"generated_tokens":40,"generation_ms":2000,"tokens_per_s":20,"draft_tokens":0,"accepted_tokens":0,"fed_tokens":70},"ts":"t"}"#;
         let text = render_line(1, line).unwrap().unwrap();
         assert!(
-            text.contains("  [high]   充电控制器或MPPT故障，不充电\n           ↳ battery-zh § BAT-VOLT-LO 原因 (1/2) #2\n"),
+            text.contains("  1. [high]   充电控制器或MPPT故障，不充电\n              ↳ battery-zh § BAT-VOLT-LO 原因 (1/2) #2\n"),
             "{text}"
         );
         assert!(
@@ -569,6 +634,29 @@ mod tests {
         );
         assert!(
             text.contains("40 tokens in 2.0 s (20.0 tok/s) · 70 fed"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn site_notes_are_printed_apart_from_the_manuals_items() {
+        let line = r#"{"alarm_id":"a-9","equipment":"S/G","code":"SG-9","summary":"s","coverage":"related","coverage_note":"here:a-1:2026-11-02T10:00:00Z","probable_causes":[{"cause":"feedback link loose","likelihood":"medium","source":"site note · C/E Volkov · 2026-11-02","site":{"confirmed":1,"rejected":0,"last":{"by":"C/E Volkov","ts":"2026-11-02T10:00:00Z"}}},{"cause":"pump worn","likelihood":"medium","source":"sg-en § SG-PRES-LO causes #2","site":{"confirmed":0,"rejected":2,"last":{"by":"2/E","ts":"2026-11-03T10:00:00Z","vessel":"RV Tern"}}}],"actions":["Check the link"],"sources":[],"mode":"full","model":"m","ts":"t"}"#;
+        let text = render_line(1, line).unwrap().unwrap();
+        let manual = text
+            .find("Probable causes:\n  2. [medium] pump worn\n")
+            .expect(&text);
+        let site = text
+            .find("Site notes (the crew's experience on board, not the manuals):\n  1. [medium] feedback link loose\n              ↳ site note · C/E Volkov · 2026-11-02\n              ↳ on board: confirmed 1 · rejected 0 · last C/E Volkov 2026-11-02T10:00:00Z\n")
+            .expect(&text);
+        assert!(manual < site, "{text}");
+        assert!(
+            text.contains(
+                "↳ on board: confirmed 0 · rejected 2 · last 2/E 2026-11-03T10:00:00Z (RV Tern)\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("coverage: related (rests on site note here:a-1:2026-11-02T10:00:00Z)"),
             "{text}"
         );
     }

@@ -43,7 +43,7 @@ fn show_prints_a_published_diagnosis_readably() {
     );
     for part in [
         "Summary: The alarm indicates a low battery voltage on buoy BUOY-07",
-        "  [high]   insufficient solar input or increased load during the night\n",
+        "  1. [high]   insufficient solar input or increased load during the night\n",
         "  1. check battery voltage trend over the past few days",
         "  2. verify the charging controller status\n",
         "  battery-zh § BAT-VOLT-LO 原因 (1/2)\n",

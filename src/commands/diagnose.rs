@@ -24,7 +24,46 @@ fn alarm_bytes(path: &std::path::Path) -> Result<Vec<u8>, String> {
     }
 }
 
-async fn diagnose(cfg: Config, alarm_path: &std::path::Path) -> Result<(), CommandError> {
+/// Site notes from JSON lines, one note per line (`notes export`); blank
+/// lines are skipped, a bad line is an error naming it.
+pub fn notes_file(path: &std::path::Path) -> Result<crate::notes::SiteNotes, CommandError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CommandError::Usage(format!("notes file {}: {e}", path.display())))?;
+    let mut notes = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let note: crate::notes::Note = serde_json::from_str(line).map_err(|e| {
+            CommandError::Usage(format!(
+                "{} line {}: not a note: {e}",
+                path.display(),
+                i + 1
+            ))
+        })?;
+        note.check()
+            .map_err(|e| CommandError::Usage(format!("{} line {}: {e}", path.display(), i + 1)))?;
+        notes.push(note);
+    }
+    Ok(crate::notes::SiteNotes::from_notes(notes))
+}
+
+/// The site notes the daemon of `state_dir` counts; none when it has kept
+/// none (a one-shot run makes no state folder).
+fn state_notes(state_dir: &std::path::Path) -> Result<crate::notes::SiteNotes, CommandError> {
+    if !state_dir.join("notes").is_dir() {
+        return Ok(crate::notes::SiteNotes::empty());
+    }
+    crate::notes::store::Store::open(state_dir)
+        .and_then(|s| s.load())
+        .map_err(|e| CommandError::Usage(format!("site notes of {}: {e}", state_dir.display())))
+}
+
+async fn diagnose(
+    cfg: Config,
+    alarm_path: &std::path::Path,
+    notes: crate::notes::SiteNotes,
+) -> Result<(), CommandError> {
     let bad = |reason: String| CommandError::Alarm {
         path: alarm_path.to_owned(),
         reason,
@@ -33,7 +72,7 @@ async fn diagnose(cfg: Config, alarm_path: &std::path::Path) -> Result<(), Comma
     let alarm = crate::alarm::parse(&bytes, None, cfg.mqtt.max_alarm_bytes)
         .map_err(|e| bad(e.to_string()))?;
     let (pipeline, mut slots) = crate::load::pipeline(cfg, true).await?;
-    let d = pipeline.diagnose(&mut slots[0], &alarm).await;
+    let d = pipeline.diagnose(&mut slots[0], &alarm, &notes).await;
     print_json(&mut std::io::stdout().lock(), &d)?;
     // The slot saves the prompt's state for the next run after the answer
     // (the disk tier): let it finish before the process ends.
@@ -44,10 +83,18 @@ async fn diagnose(cfg: Config, alarm_path: &std::path::Path) -> Result<(), Comma
 }
 
 /// Loads the config and runs `diagnose` on the command runtime.
-pub fn run(config: &std::path::Path, alarm: &std::path::Path) -> Result<(), CommandError> {
+pub fn run(
+    config: &std::path::Path,
+    alarm: &std::path::Path,
+    notes: Option<&std::path::Path>,
+) -> Result<(), CommandError> {
     let cfg = super::load_config(config)?;
     crate::config::check_files(&cfg)?;
-    super::runtime()?.block_on(diagnose(cfg, alarm))
+    let notes = match notes {
+        Some(p) => notes_file(p)?,
+        None => state_notes(&cfg.state_dir)?,
+    };
+    super::runtime()?.block_on(diagnose(cfg, alarm, notes))
 }
 
 #[cfg(test)]

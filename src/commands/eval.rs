@@ -219,6 +219,42 @@ async fn eval_full(mut cfg: Config, run: EvalRun<'_>) -> Result<(), CommandError
     print_report(&r, json)
 }
 
+/// What `eval --notes` replays, and how.
+struct NotesRun<'a> {
+    files: &'a [PathBuf],
+    limit: Option<usize>,
+    json: bool,
+    /// The model answers; else retrieval alone (`--retrieval`).
+    model: bool,
+}
+
+/// `eval --notes`: the histories in `files` replayed (`measure::notes`).
+async fn eval_notes(cfg: Config, run: NotesRun<'_>) -> Result<(), CommandError> {
+    let NotesRun {
+        files,
+        limit,
+        json,
+        model,
+    } = run;
+    let mut histories = Vec::new();
+    for f in files {
+        let (part, mut cases) =
+            crate::measure::notes::load(f).map_err(|e| CommandError::Usage(e.to_string()))?;
+        cases.truncate(limit.unwrap_or(usize::MAX));
+        histories.push((part, cases));
+    }
+    let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let (pipeline, mut slots) = crate::load::pipeline(cfg, false).await?;
+    let r = crate::measure::notes::run(&pipeline, &mut slots[0], &histories, model, progress).await;
+    let mut out = std::io::stdout().lock();
+    if json {
+        print_json(&mut out, &r)?;
+    } else {
+        write!(out, "{}", r.text())?;
+    }
+    Ok(())
+}
+
 /// The shipped example alarms, found as the daemon finds them
 /// (`cases::examples_candidates`).
 fn shipped_examples(index: &std::path::Path) -> Result<PathBuf, CommandError> {
@@ -238,7 +274,7 @@ fn shipped_examples(index: &std::path::Path) -> Result<PathBuf, CommandError> {
 /// Dispatches `eval` by its options: --retrieval needs an index (from
 /// --index or the config), everything else a config.
 pub fn run(a: EvalArgs) -> Result<(), CommandError> {
-    if a.retrieval {
+    if a.retrieval && a.notes.is_empty() {
         let index = match (a.index, &a.config) {
             (Some(i), _) => i,
             (None, Some(c)) => crate::config::load(c)?.knowledge.index,
@@ -272,6 +308,15 @@ pub fn run(a: EvalArgs) -> Result<(), CommandError> {
         )));
     }
     crate::logging::init("warn");
+    if !a.notes.is_empty() {
+        let run = NotesRun {
+            files: &a.notes,
+            limit: a.limit,
+            json: a.json,
+            model: !a.retrieval,
+        };
+        return super::runtime()?.block_on(eval_notes(cfg, run));
+    }
     let cases = super::cases_file(a.cases, Some(&cfg.knowledge.index))?;
     let run = EvalRun {
         model: a.model,

@@ -236,6 +236,38 @@ impl Examples {
         })
     }
 
+    /// The likeness of two messages by the examples' measure (cosine of
+    /// TF-IDF vectors, the examples' IDF): a term no example holds weighs
+    /// as the rarest, so two messages sharing a plant's own word (`FWG`)
+    /// are alike by it. What a site note's alarm is compared with a new
+    /// alarm by (`coverage::site`).
+    pub fn likeness(&self, a: &str, b: &str) -> f32 {
+        // Without examples every term weighs the same.
+        let rare = (self.all.len().max(1) as f32).ln().max(1.0);
+        let vector = |text: &str| {
+            let mut tf: HashMap<String, u32> = HashMap::new();
+            for t in likeness_terms(text) {
+                *tf.entry(t).or_default() += 1;
+            }
+            let w: Vec<(String, f32)> = tf
+                .into_iter()
+                .map(|(t, c)| {
+                    let idf = self.terms.get(&t).map_or(rare, |&id| self.idf[id as usize]);
+                    (t, weight(c, idf))
+                })
+                .collect();
+            let norm = w.iter().map(|(_, x)| x * x).sum::<f32>().sqrt();
+            w.into_iter()
+                .filter(|_| norm > 0.0)
+                .map(|(t, x)| (t, x / norm))
+                .collect::<HashMap<String, f32>>()
+        };
+        let (va, vb) = (vector(a), vector(b));
+        va.iter()
+            .filter_map(|(t, x)| vb.get(t).map(|y| x * y))
+            .sum()
+    }
+
     /// The examples of any of the manual classes `classes`.
     fn of_classes<'e>(&'e self, classes: &'e [String]) -> impl Iterator<Item = &'e Example> {
         self.all.iter().filter(move |e| classes.contains(&e.class))
@@ -351,6 +383,24 @@ mod tests {
             None
         );
         assert!(e.holds("2") && !e.holds("plant-2"));
+    }
+
+    #[test]
+    fn two_wordings_of_one_fault_are_alike_and_of_two_faults_are_not() {
+        for e in [ex(), Examples::default()] {
+            let same = e.likeness(
+                "No.2 purifier sludge ejection not detected",
+                "purifier: no sludge ejection detected after discharge",
+            );
+            let other = e.likeness(
+                "No.2 purifier sludge ejection not detected",
+                "purifier feed pump motor overload trip",
+            );
+            assert!(same > 0.5 && other < 0.3, "{e:?}: {same} {other}");
+            // A plant's own word no example holds still counts.
+            assert!(e.likeness("FWG salinity high", "FWG salinity high") > 0.99);
+            assert_eq!(e.likeness("", "FWG"), 0.0);
+        }
     }
 
     /// Examples are kept by the case's class, the truth, not by the alarm's

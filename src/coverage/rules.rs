@@ -18,7 +18,7 @@ use super::examples::{self, Nearest};
 use super::named::named;
 use super::ranking::{ahead, AHEAD_AT, SCORE_AT};
 use super::terms::text_terms;
-use super::{own_alarm, Coverage, Equipment, Judgement, Likeness, Reading};
+use super::{own_alarm, Coverage, Equipment, Judgement, Likeness, Reading, SiteCover};
 
 /// One piece of evidence: what it looks for (`decide`, None when it finds
 /// nothing) and the vetoes that stop it, in the order they are asked.
@@ -41,6 +41,11 @@ pub const RULES: &[Rule] = &[
     Rule {
         name: "own_code",
         decide: own_code,
+        vetoes: &[],
+    },
+    Rule {
+        name: "site_note",
+        decide: site_note,
         vetoes: &[],
     },
     Rule {
@@ -115,6 +120,7 @@ pub(super) fn judge(g: &Ground) -> Judgement {
         coverage: Coverage::None,
         best: 0.0,
         section: None,
+        note: None,
     });
     v.judgement(last.name)
 }
@@ -124,6 +130,8 @@ pub(super) struct Verdict<'a> {
     coverage: Coverage,
     best: f32,
     section: Option<&'a Hit>,
+    /// The site note it rests on.
+    note: Option<&'a str>,
 }
 
 impl Verdict<'_> {
@@ -133,6 +141,7 @@ impl Verdict<'_> {
             best: self.best,
             section: self.section.map(Hit::reference),
             rule,
+            note: self.note.map(str::to_string),
         }
     }
 }
@@ -160,6 +169,8 @@ pub(super) struct Ground<'a> {
     /// The equipment's causes sections.
     sections: &'a [Hit],
     likeness: Option<Likeness<'a>>,
+    /// A confirmed site note about the fault, and its item's section.
+    site: Option<&'a SiteCover>,
     reading: OnceCell<Reading>,
     share: OnceCell<Share<'a>>,
     unlike: OnceCell<bool>,
@@ -173,6 +184,7 @@ impl<'a> Ground<'a> {
         classes: &'a [String],
         sections: &'a [Hit],
         likeness: Option<Likeness<'a>>,
+        site: Option<&'a SiteCover>,
     ) -> Self {
         Ground {
             alarm,
@@ -181,6 +193,7 @@ impl<'a> Ground<'a> {
             classes,
             sections,
             likeness,
+            site,
             reading: OnceCell::new(),
             share: OnceCell::new(),
             unlike: OnceCell::new(),
@@ -239,6 +252,7 @@ impl<'a> Ground<'a> {
             coverage,
             best: self.share().best,
             section,
+            note: None,
         }
     }
 }
@@ -278,7 +292,20 @@ fn own_code<'a>(g: &Ground<'a>) -> Option<Verdict<'a>> {
             coverage: Coverage::Covered,
             best: 1.0,
             section: Some(h),
+            note: None,
         })
+}
+
+/// The crew confirmed a manual item as the cause of this fault on this
+/// equipment (`site::about`: the same code, or words `site::NOTE_NEAR_AT`
+/// alike): its section covers the alarm, unless the alarm's reading says
+/// the section is another fault's (`other_fault`).
+fn site_note<'a>(g: &Ground<'a>) -> Option<Verdict<'a>> {
+    let s = g.site.filter(|s| !other_fault(g.reading(), &s.section))?;
+    Some(Verdict {
+        note: Some(s.note.as_str()),
+        ..g.verdict(Coverage::Covered, Some(&s.section))
+    })
 }
 
 /// Retrieval's own confidence, for a message in the plant's own words: the
@@ -494,6 +521,59 @@ mod tests {
     };
     use crate::reading::*;
     use crate::retrieval::Hit;
+
+    /// A plant's wording that neither words nor ranking take for the
+    /// valve's fault is covered once the crew confirmed the valve's item
+    /// for it, naming the note; a reading that says another way is not.
+    #[test]
+    fn a_confirmed_site_note_covers_its_fault_by_its_section_and_names_itself() {
+        let d = docs(&["ballast-en", "ballast-zh"]);
+        let hits = ballast();
+        let a = alarm("AL-77", "BV12 no feedback after command");
+        let without =
+            crate::coverage::judge_like_in(&a, &hits, Equipment::Known(&d), &[], &hits, None, None);
+        assert_ne!(without.coverage, Coverage::Covered, "{without:?}");
+        let cover = SiteCover {
+            note: "here:a1:t".into(),
+            section: hits[1].clone(),
+        };
+        let j = crate::coverage::judge_like_in(
+            &a,
+            &hits,
+            Equipment::Known(&d),
+            &[],
+            &hits,
+            None,
+            Some(&cover),
+        );
+        assert_eq!(
+            (j.coverage, j.rule),
+            (Coverage::Covered, "site_note"),
+            "{j:?}"
+        );
+        assert_eq!(j.note.as_deref(), Some("here:a1:t"));
+        assert_eq!(
+            j.section.as_ref().map(ToString::to_string).as_deref(),
+            Some("ballast-en § BAL-VLV-FAIL causes")
+        );
+        // The pump's low pressure section, for an alarm that says high.
+        let pump = SiteCover {
+            note: "n".into(),
+            section: hits[0].clone(),
+        };
+        let high = alarm("AL-78", "ballast pump discharge pressure high");
+        let j = crate::coverage::judge_like_in(
+            &high,
+            &hits,
+            Equipment::Known(&d),
+            &[],
+            &hits,
+            None,
+            Some(&pump),
+        );
+        assert_ne!(j.rule, "site_note", "{j:?}");
+        assert_eq!(j.note, None);
+    }
 
     #[test]
     fn the_table_names_each_rule_once_and_ends_with_one_that_always_decides() {

@@ -328,7 +328,10 @@ impl Hub {
             key,
             alarm_id: a.id.clone(),
         };
-        blame::triaging(culprit, || self.s.pipeline.triage(a))
+        blame::triaging(culprit, || {
+            let notes = self.s.site_notes.borrow().clone();
+            self.s.pipeline.triage(a, &notes)
+        })
     }
 
     /// The watchdog gave up on a slot while it ran this alarm: one abort

@@ -77,12 +77,15 @@ async fn serve(
         set_running(&s, &slot, Some(&job));
         // Replaced when the watchdog gives up on the thread.
         let thread = slot.progress.clone();
+        // The notes as they stand when the job starts: a note kept or
+        // withdrawn while it runs counts from the next alarm.
+        let notes = s.site_notes.borrow().clone();
         let d = tokio::select! {
             // Dropping the job leaves its alarms in the inbox (or, those it
             // could not take, unacknowledged) for the next start; `stop`
             // cancels the generation still running on the slot thread.
             _ = cancel.cancelled() => return slot,
-            d = s.pipeline.diagnose_preemptible(&mut slot, job.primary()) => d,
+            d = s.pipeline.diagnose_preemptible(&mut slot, job.primary(), &notes) => d,
         };
         set_running(&s, &slot, None);
         s.blame.working(slot.id, None);
@@ -99,7 +102,7 @@ async fn serve(
             );
             let evicted = s.queue().requeue(job);
             if let Some(j) = evicted {
-                let d = s.pipeline.triage(j.primary());
+                let d = s.pipeline.triage(j.primary(), &notes);
                 let _ = done.send(FromWorker::Done(Box::new(Done {
                     alarms: j.alarms,
                     diagnosis: d,

@@ -50,6 +50,7 @@ pub fn guard(draft: Diagnosis, passages: &[Hit], alarm: &Alarm) -> (Diagnosis, V
                     cause: strip_rating(&cause),
                     likelihood: c.likelihood.clone(),
                     source: None,
+                    site: None,
                 })
         })
         .collect();
@@ -250,6 +251,7 @@ mod tests {
                     cause: (*c).into(),
                     likelihood: "high".into(),
                     source: None,
+                    site: None,
                 })
                 .collect(),
             actions: actions.iter().map(|a| (*a).into()).collect(),
@@ -258,6 +260,7 @@ mod tests {
             mode: Mode::Full,
             coverage: Default::default(),
             coverage_rule: None,
+            coverage_note: None,
             grounded: 1.0,
             model: "m.gguf".into(),
             timings: Timings {

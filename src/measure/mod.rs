@@ -10,6 +10,7 @@
 pub(crate) mod bench;
 pub(crate) mod coverage;
 pub(crate) mod eval;
+pub(crate) mod notes;
 pub(crate) mod speculation;
 mod stats;
 pub(crate) mod tiers;

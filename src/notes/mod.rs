@@ -325,6 +325,7 @@ pub(crate) mod tests {
                     cause: "冷却器脏堵".into(),
                     likelihood: "high".into(),
                     source: Some("main_engine_cooling-zh § ME-JCW-TEMP-HI #2".into()),
+                    site: None,
                 }],
             },
             vessel: None,
@@ -440,6 +441,7 @@ pub(crate) mod tests {
             cause: "x".repeat(1000),
             likelihood: "high".into(),
             source: None,
+            site: None,
         };
         assert!(matches!(
             broken(|n| n.answered.causes = vec![many; 20]),

@@ -608,6 +608,7 @@ mod tests {
                 cause: "x".repeat(1000),
                 likelihood: "high".into(),
                 source: None,
+                site: None,
             };
             14
         ];
