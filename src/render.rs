@@ -325,7 +325,8 @@ fn render(v: &View) -> String {
     let numbered: Vec<(usize, &CauseView)> = v.probable_causes.iter().enumerate().collect();
     let manual: Vec<(usize, &CauseView)> =
         numbered.iter().copied().filter(|(_, c)| !crew(c)).collect();
-    let site: Vec<(usize, &CauseView)> = numbered.iter().copied().filter(|(_, c)| crew(c)).collect();
+    let site: Vec<(usize, &CauseView)> =
+        numbered.iter().copied().filter(|(_, c)| crew(c)).collect();
     if !manual.is_empty() {
         let _ = writeln!(o, "Probable causes:");
         for (i, c) in manual {

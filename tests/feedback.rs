@@ -255,3 +255,103 @@ async fn feedback_sent_while_the_daemon_is_killed_or_queued_across_a_broker_rest
     );
     assert_eq!(kept(&state, note["id"].as_str().unwrap()), 1);
 }
+
+/// Where the published causes of `d` put `source` (from 1), and its tally.
+fn placed(d: &serde_json::Value, source: &str) -> Option<(usize, serde_json::Value)> {
+    d["probable_causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .find(|(_, c)| c["source"] == source)
+        .map(|(i, c)| (i + 1, c["site"].clone()))
+}
+
+/// The whole loop over MQTT, in the running daemon: a watchkeeper confirms
+/// the last of the published manual causes, and the next alarm of that
+/// fault on that equipment ranks it first, with its tally; once the note
+/// is withdrawn at the console,
+/// the alarm after that is answered as before the note.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirmed_cause_ranks_first_on_the_next_alarm_of_its_fault_until_the_note_is_withdrawn()
+{
+    let _serial = common::serial();
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), broker.port, "fn", FAST, "");
+    let mut c = Client::connect(broker.port, "fn", "fn-client").await;
+    let d = Daemon::launch(&cfg).within(T).ready();
+    let first = diagnosed(&mut c, "fn", "fn-1").await;
+    let sourced: Vec<String> = first["probable_causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["source"].as_str().map(String::from))
+        .collect();
+    let source = sourced
+        .last()
+        .unwrap_or_else(|| panic!("no manual cause published: {first}"))
+        .clone();
+    c.publish(
+        "fn/feedback/ME1",
+        feedback(
+            "fn-1",
+            serde_json::json!({ "source": source }),
+            "2nd engineer",
+            "2026-11-30T06:00:00Z",
+        ),
+    )
+    .await;
+    let note = c
+        .expect("fn/notes/ME1", T, |v| v["answered"]["alarm_id"] == "fn-1")
+        .await;
+    let note_id = note["id"].as_str().unwrap().to_string();
+
+    let next = diagnosed(&mut c, "fn", "fn-2").await;
+    let (at, site) = placed(&next, &source).unwrap_or_else(|| {
+        panic!(
+            "the confirmed cause {source} is missing: {next}\n{}",
+            d.log()
+        )
+    });
+    assert_eq!(at, 1, "the confirmed cause is not first: {next}");
+    assert_eq!(site["confirmed"], 1, "{next}");
+    assert_eq!(site["last"]["by"], "2nd engineer", "{next}");
+    // Raised under the manual's own code, its coverage rests on the manual,
+    // not on the note.
+    assert_eq!(next["coverage"], "covered", "{next}");
+
+    let (ok, out, err) = {
+        let id = note_id.clone();
+        let c2 = cfg.clone();
+        tokio::task::spawn_blocking(move || {
+            let o = std::process::Command::new(env!("CARGO_BIN_EXE_tidewatch"))
+                .args(["notes", "withdraw", &id, "--by", "chief", "--config"])
+                .arg(&c2)
+                .env_remove("JOURNAL_STREAM")
+                .output()
+                .unwrap();
+            (
+                o.status.success(),
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+                String::from_utf8_lossy(&o.stderr).into_owned(),
+            )
+        })
+        .await
+        .unwrap()
+    };
+    assert!(ok, "withdraw failed: {out}{err}");
+    // The daemon rereads the journal on its one-second tick when the
+    // console has changed it.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = diagnosed(&mut c, "fn", "fn-3").await;
+    assert!(
+        after["probable_causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c.get("site").is_none()),
+        "a withdrawn note still counts: {after}"
+    );
+    assert!(after.get("coverage_note").is_none(), "{after}");
+}
