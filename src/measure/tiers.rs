@@ -912,7 +912,7 @@ mod tests {
     }
 
     #[test]
-    fn the_a72_projection_reads_prompt_and_fed_at_10_and_chosen_at_4_per_s() {
+    fn the_a72_projection_reads_prompt_and_fed_at_6_and_chosen_at_3_5_per_s() {
         let out = GenOutput {
             prompt_tokens: 250,
             reused_tokens: 190,
@@ -923,7 +923,11 @@ mod tests {
         };
         let s = Sample::of(&out, 130);
         assert_eq!(s.uncached_prompt_tokens, 60.0);
-        assert!((s.a72_projected_s - 11.0).abs() < 1e-9, "{s:?}");
+        // (60 + 20) / 6 + 12 / 3.5
+        assert!(
+            (s.a72_projected_s - (80.0 / 6.0 + 12.0 / 3.5)).abs() < 1e-9,
+            "{s:?}"
+        );
         assert!(s.resumed);
         assert!(
             !Sample::of(
@@ -1001,11 +1005,12 @@ mod tests {
         assert_eq!(
             got,
             [
-                // Medians are the upper of two: 64 repeat, 90 warm (which
-                // projects to (90 + 20) / 10 + 12 / 4 = 14 s).
+                // Medians are the upper of two: 64 repeat, 90 warm, which
+                // project to (64 + 20) / 6 + 12 / 3.5 = 17.4 s and
+                // (90 + 20) / 6 + 12 / 3.5 = 21.8 s.
                 want(REPEAT, "uncached prompt tokens", false),
                 want(REPEAT, "TTFT / cold", true),
-                want(REPEAT, "A72 projection s", true),
+                want(REPEAT, "A72 projection s", false),
                 want(WARM, "uncached prompt tokens", false),
                 want(WARM, "A72 projection s", false),
             ]
