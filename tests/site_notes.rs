@@ -202,7 +202,7 @@ fn a_crew_cause_is_offered_next_time_marked_as_the_crews_and_shown_apart() {
     let at = text.find(heading).expect(&text);
     assert!(
         text[at..].contains(&format!(
-            "{CREW_TEXT}\n           ↳ site note · C/E Volkov · 2026-11-02\n"
+            "{CREW_TEXT}\n              ↳ site note · C/E Volkov · 2026-11-02\n"
         )),
         "{text}"
     );
