@@ -191,7 +191,7 @@ tidewatch notes import --config /etc/tidewatch/tidewatch.toml --vessel 'Nordic S
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
     },
-    /// Withdraw a note: it stays listed, but the daemon stops using it at once
+    /// Withdraw a note: it stays listed, but the daemon stops using it within a second (it rereads the journal when it changes)
     Withdraw {
         /// Config file (TOML): the notes of its state_dir
         #[arg(long, short)]
