@@ -212,10 +212,28 @@ impl Examples {
         message: &str,
         rival: Option<&str>,
     ) -> Option<Nearest> {
+        self.nearest_among(|e| classes.contains(&e.class), message, rival)
+    }
+
+    /// The nearest covered example of any equipment to `message`, and its
+    /// lead over the nearest uncovered one of any equipment: for an alarm
+    /// whose text names no manual's equipment. None without a covered
+    /// example.
+    pub fn nearest_of_all(&self, message: &str) -> Option<Nearest> {
+        self.nearest_among(|_| true, message, None)
+            .filter(|n| !n.section.is_empty())
+    }
+
+    fn nearest_among(
+        &self,
+        pick: impl Fn(&Example) -> bool,
+        message: &str,
+        rival: Option<&str>,
+    ) -> Option<Nearest> {
         let query = self.query(message)?;
         let (mut covered, mut uncovered): (Option<(f32, &str)>, f32) = (None, 0.0);
         let mut near_rival = 0.0f32;
-        for e in self.of_classes(classes) {
+        for e in self.all.iter().filter(|e| pick(e)) {
             let s = e.similarity(&query);
             if rival.is_some() && e.section.as_deref() == rival {
                 near_rival = near_rival.max(s);
@@ -266,11 +284,6 @@ impl Examples {
         va.iter()
             .filter_map(|(t, x)| vb.get(t).map(|y| x * y))
             .sum()
-    }
-
-    /// The examples of any of the manual classes `classes`.
-    fn of_classes<'e>(&'e self, classes: &'e [String]) -> impl Iterator<Item = &'e Example> {
-        self.all.iter().filter(move |e| classes.contains(&e.class))
     }
 
     /// A message's unit-length TF-IDF weights, by term id; None when it

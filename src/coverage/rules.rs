@@ -64,6 +64,11 @@ pub const RULES: &[Rule] = &[
         vetoes: &[SHARE_DECIDES],
     },
     Rule {
+        name: "example_unnamed",
+        decide: example_unnamed,
+        vetoes: &[SHARE_DECIDES],
+    },
+    Rule {
         name: "whole",
         decide: whole,
         vetoes: &[],
@@ -366,6 +371,43 @@ fn example<'a>(g: &Ground<'a>) -> Option<Verdict<'a>> {
     Some(g.verdict(Coverage::Covered, Some(h)))
 }
 
+/// The nearest covered example of any equipment's at which it speaks for
+/// an alarm whose text names no manual's equipment, and how far ahead of
+/// the nearest uncovered one of any equipment it must be: a maker's panel
+/// text (`FAULT LOOP 2 OPEN CIRCUIT`) names no machine, but other plants
+/// word the same fault alike.
+pub const UNNAMED_NEAR_AT: f32 = 0.55;
+pub const UNNAMED_LEAD_AT: f32 = 0.1;
+
+/// For a message that names no manual's equipment: the nearest covered
+/// example of all (`UNNAMED_NEAR_AT`, `UNNAMED_LEAD_AT` ahead of every
+/// uncovered one), when retrieval found a section of its code as well,
+/// two witnesses that read different things: that section, in the
+/// message's script when retrieval found both.
+fn example_unnamed<'a>(g: &Ground<'a>) -> Option<Verdict<'a>> {
+    if !matches!(g.equipment, Equipment::Unknown) {
+        return None;
+    }
+    let like = g.likeness?;
+    let r = g.reading();
+    let near = like
+        .examples
+        .nearest_of_all(&r.message)
+        .filter(|n| n.similarity >= UNNAMED_NEAR_AT && n.lead >= UNNAMED_LEAD_AT)?;
+    let zh = crate::retrieval::tokenize::has_cjk(&r.message);
+    let of_code =
+        |h: &&Hit| own_alarm(h).is_some() && h.section.code() == near.section && !other_fault(r, h);
+    let lang =
+        |h: &&Hit| own_alarm(h).is_some_and(|l| crate::retrieval::tokenize::has_cjk(l) == zh);
+    let h = g
+        .hits
+        .iter()
+        .filter(of_code)
+        .find(lang)
+        .or_else(|| g.hits.iter().find(of_code))?;
+    Some(g.verdict(Coverage::Covered, Some(h)))
+}
+
 /// Whether the nearest covered example `n` is near enough to speak: at
 /// `examples::NEAR_AT` and `examples::LEAD_AT` ahead of any uncovered one;
 /// or `examples::AGREED_LEAD_AT` ahead and affirming the way or quantity
@@ -521,6 +563,82 @@ mod tests {
     };
     use crate::reading::*;
     use crate::retrieval::Hit;
+
+    /// A maker's panel text that names no machine is covered by the
+    /// section of another plant's alike wording when retrieval found that
+    /// section too; not when the example is of a fault no manual covers,
+    /// nor when retrieval found only other sections.
+    #[test]
+    fn an_unnamed_machines_alarm_is_covered_by_an_alike_example_that_retrieval_agrees_with() {
+        let (hits, _) = purifier();
+        let a = alarm(
+            "ALM 12",
+            "A12 NO DISCHARGE speed drop not detected after sludge cycle",
+        );
+        let rows = |section: Option<&str>| {
+            vec![
+                example(
+                    "10",
+                    "purifier",
+                    "NO DISCHARGE: no speed drop after sludge cycle, retry",
+                    section,
+                ),
+                example(
+                    "11",
+                    "purifier",
+                    "bowl seal water lost, oil at sludge outlet",
+                    None,
+                ),
+            ]
+        };
+        let judged = |ex: &Examples, hits: &[Hit]| {
+            crate::coverage::judge_like_in(
+                &a,
+                hits,
+                Equipment::Unknown,
+                &[],
+                &[],
+                Some(Likeness { examples: ex }),
+                None,
+            )
+        };
+        let covered = Examples::of(rows(Some("PUR-DISCH-FAIL")));
+        let n = covered
+            .nearest_of_all(a.message.as_deref().unwrap())
+            .unwrap();
+        assert!(
+            n.similarity >= UNNAMED_NEAR_AT && n.lead >= UNNAMED_LEAD_AT,
+            "{n:?}"
+        );
+        let j = judged(&covered, &hits);
+        assert_eq!(
+            (j.coverage, j.rule),
+            (Coverage::Covered, "example_unnamed"),
+            "{j:?}"
+        );
+        assert_eq!(
+            j.section.as_ref().map(ToString::to_string).as_deref(),
+            Some("purifier-en § PUR-DISCH-FAIL causes")
+        );
+        // The same wording labelled as a fault no section is about.
+        let uncovered = Examples::of(rows(None));
+        assert_ne!(judged(&uncovered, &hits).coverage, Coverage::Covered);
+        // Retrieval found only the oil loss section.
+        let j = judged(&covered, &hits[1..]);
+        assert_ne!(j.rule, "example_unnamed", "{j:?}");
+        // A known equipment is the `example` rule's.
+        let d = docs(&["purifier-en"]);
+        let j = crate::coverage::judge_like_in(
+            &a,
+            &hits,
+            Equipment::Known(&d),
+            &["purifier".into()],
+            &hits,
+            Some(Likeness { examples: &covered }),
+            None,
+        );
+        assert_ne!(j.rule, "example_unnamed", "{j:?}");
+    }
 
     /// A plant's wording that neither words nor ranking take for the
     /// valve's fault is covered once the crew confirmed the valve's item

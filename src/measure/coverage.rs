@@ -48,6 +48,9 @@ pub struct Judged {
     /// The coverage rule that decided (`coverage::rules::RULES`); None when
     /// the coverage was read off a published diagnosis.
     pub rule: Option<&'static str>,
+    /// How the alarm's equipment was found (`retrieval::kinds::By`), for
+    /// the misjudged list; None when not read.
+    pub equipment: Option<&'static str>,
 }
 
 impl Judged {
@@ -80,6 +83,7 @@ impl Judged {
             gold: None,
             cause: None,
             rule: None,
+            equipment: None,
         }
     }
 
@@ -97,6 +101,14 @@ impl Judged {
     }
 
     /// The same case, decided by coverage rule `rule`.
+    /// The same, with how its equipment was found.
+    pub fn seen_as(self, by: crate::retrieval::kinds::By) -> Self {
+        Judged {
+            equipment: Some(by.as_str()),
+            ..self
+        }
+    }
+
     pub fn decided_by(self, rule: &'static str) -> Self {
         Judged {
             rule: Some(rule),
@@ -221,6 +233,9 @@ impl Part {
                 j.best,
                 said_at(j),
                 j.rule.map(|r| format!(", rule {r}")).unwrap_or_default()
+                    + &j.equipment
+                        .map(|e| format!(", equipment by {e}"))
+                        .unwrap_or_default()
             ));
         }
     }
@@ -484,6 +499,7 @@ mod tests {
             gold: None,
             cause: None,
             rule: None,
+            equipment: None,
         }
     }
 

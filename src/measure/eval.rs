@@ -199,7 +199,8 @@ pub fn run_retrieval(
         judged.push(
             Judged::of(c, j.coverage, false, j.best, j.section)
                 .ranked(c, rank)
-                .decided_by(j.rule),
+                .decided_by(j.rule)
+                .seen_as(crate::retrieval::kinds::resolve(index.docs(), &c.alarm).by),
         );
         let Some(gold) = &c.gold else { continue };
         let mut plant = c.clone();

@@ -229,20 +229,18 @@ fn by_alias(docs: &[DocMeta], text: &str) -> Option<Vec<String>> {
 /// negated, so that the least place is the first and, of those, the longest.
 type Place = (usize, std::cmp::Reverse<usize>);
 
-/// The one class whose name, titles and aliases share the most telling
-/// words (or Chinese character pairs) with `text`, when they share
-/// `WORDS_SHARED_AT` or all of `text`'s words; None on a tie or when none
-/// shares enough.
+/// The one class whose name and titles share the most telling words (or
+/// Chinese character pairs) with `text`, when they share `WORDS_SHARED_AT`
+/// or all of `text`'s words; None on a tie or when none shares enough.
+/// Aliases are matched whole (`by_alias`), never word by word: a trade's
+/// phrase cut into pieces lends them to kinds that name another machine
+/// (the switchboard's `电站管理系统` gave `电站`, a plant's group for its
+/// generators, to the switchboard).
 fn by_words(docs: &[DocMeta], text: &str) -> Option<String> {
     let mut classes: Vec<(String, Vec<String>)> = Vec::new();
     for d in docs {
         for c in &d.classes {
-            let names = format!(
-                "{} {} {}",
-                c.replace('_', " "),
-                d.title,
-                d.aliases.join(" ")
-            );
+            let names = format!("{} {}", c.replace('_', " "), d.title);
             let words = name_words(&names);
             match classes.iter_mut().find(|(k, _)| k == c) {
                 Some((_, w)) => w.extend(words),
@@ -474,6 +472,29 @@ mod tests {
             kind("Main-Engine_Cooling"),
             Some((classes(&["main_engine_cooling"]), By::Class))
         );
+    }
+
+    /// An alias counts whole: its pieces are no words of the machine's
+    /// name, or a plant's group for its generators (`电站`) would be the
+    /// switchboard's by the pair it shares with `电站管理系统`.
+    #[test]
+    fn a_piece_of_an_alias_does_not_name_its_machine() {
+        let d = vec![
+            doc(
+                "switchboard-zh",
+                "switchboard",
+                "主配电板",
+                &["电站管理系统", "PMS"],
+            ),
+            doc("generator-zh", "generator", "柴油发电机", &["副机"]),
+        ];
+        assert_eq!(of_kind(&d, "电站"), None);
+        assert_eq!(
+            of_kind(&d, "电站管理系统").map(|r| (r.classes, r.by)),
+            Some((vec!["switchboard".to_string()], By::Alias))
+        );
+        // The name and title still share words.
+        assert_eq!(of_kind(&d, "配电板").map(|r| r.by), Some(By::Words));
     }
 
     #[test]
