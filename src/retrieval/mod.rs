@@ -258,13 +258,16 @@ impl Index {
     /// of a document that names the code or class.
     fn boost_documents(&self, scores: &mut [f32], code: Option<&str>, q: &Query) {
         let want_zh = has_cjk(&q.text);
-        // The kind as the manuals know it (`No.2 DG` is the generators'):
-        // a kind that maps to no class raises nothing.
+        // The kind as the manuals know it (`No.2 DG` is the generators'),
+        // else the machine the message names first: a plant that leaves
+        // the kind out or writes a group there (`ENGINE` / `S/T AFT BRG
+        // TEMP H`) names its machine in the text.
         let kind_classes = q
             .kind
             .as_deref()
             .and_then(|k| kinds::of_kind(&self.raw.docs, k))
             .map(|r| r.classes)
+            .or_else(|| kinds::of_message(&self.raw.docs, &q.text))
             .unwrap_or_default();
         for (di, d) in self.raw.docs.iter().enumerate() {
             let mut boost = 0.0;
@@ -839,6 +842,26 @@ mod tests {
             kind: Some("main_engine_lube_oil".into()),
         };
         assert_eq!(idx.search(&q, 1).unwrap()[0].doc, "lube-en");
+    }
+
+    /// A message that names its machine raises that machine's manuals as
+    /// its kind would, when the kind is absent or names no manual's machine.
+    #[test]
+    fn the_machine_a_message_names_raises_its_manuals_as_a_kind_does() {
+        let idx = Index::from_bytes(sample()).unwrap();
+        let top = |kind: Option<&str>| {
+            let q = Query {
+                text: "main engine lube oil: pump worn".into(),
+                code: None,
+                kind: kind.map(str::to_string),
+            };
+            let h = idx.search(&q, 1).unwrap().remove(0);
+            (h.doc, h.score)
+        };
+        let by_kind = top(Some("main_engine_lube_oil"));
+        assert_eq!(by_kind.0, "lube-en");
+        assert_eq!(top(None), by_kind);
+        assert_eq!(top(Some("ENGINE ROOM")), by_kind);
     }
 
     #[test]
