@@ -23,9 +23,9 @@
 #   - the same per writer when the cases carry `writer`;
 #   - latency from publish to diagnosis, p50 and max.
 # --answers writes each case's diagnosis, one JSON line per case.
-# --examples sets the daemon's knowledge.examples (default: the shipped
-# examples the daemon finds by itself, knowledge/examples/alarms.jsonl;
-# never the eval set).
+# --examples sets the daemon's knowledge.examples (default: this tree's
+# shipped examples, knowledge/examples/alarms.jsonl, set in the config so
+# that a TW= build anywhere reads them too; never the eval set).
 # Before the daemon starts, `tidewatch warm` precomputes the manuals' prompt
 # states as install.sh does, so latency is a warmed board's; --state-dir
 # keeps them for the next run (default: a temp dir, warmed afresh). --no-warm
@@ -57,6 +57,7 @@ done
 [ -n "$cases" ] || { echo "bench-coverage: --cases FILE is required (try --help)" >&2; exit 2; }
 [ -s "$cases" ] || { echo "bench-coverage: no cases in $cases" >&2; exit 2; }
 cases=$(realpath "$cases")
+[ -n "$examples" ] || examples=$(realpath knowledge/examples/alarms.jsonl)
 
 deploy/dev-setup.sh >/dev/null
 [ -n "$model" ] || model=$(deploy/fetch-models.sh --standin | tail -n1)

@@ -68,6 +68,9 @@ stop() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; pids=(
 trap 'stop; rm -rf "$work"' EXIT
 "$tw" index build --knowledge knowledge --out "$work/knowledge.twx" >/dev/null
 [ -z "$answers" ] || : >"$answers"
+# Set in the config, so that a TW= build anywhere reads this tree's
+# shipped examples as an installed daemon reads the package's.
+examples=$(realpath knowledge/examples/alarms.jsonl)
 
 status=0
 for f in "${files[@]}"; do
@@ -88,6 +91,7 @@ topic_prefix = "hist"
 [knowledge]
 index = "$work/knowledge.twx"
 top_k = 3
+examples = "$examples"
 [llm]
 model = "$model"
 threads = 2
