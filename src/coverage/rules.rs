@@ -358,17 +358,26 @@ fn example<'a>(g: &Ground<'a>) -> Option<Verdict<'a>> {
         .examples
         .nearest_beside(g.classes, &r.message, first)
         .filter(|n| example_vouches(g, r, n, first))?;
+    let h = in_script(g.sections.iter(), &near.section, r)?;
+    Some(g.verdict(Coverage::Covered, Some(h)))
+}
+
+/// The section of `code` among `candidates` that is not another fault's
+/// (`other_fault`), in the message's script when there is one in it.
+fn in_script<'a>(
+    candidates: impl Iterator<Item = &'a Hit> + Clone,
+    code: &str,
+    r: &Reading,
+) -> Option<&'a Hit> {
     let zh = crate::retrieval::tokenize::has_cjk(&r.message);
-    let of_code = |h: &&Hit| h.section.code() == near.section && !other_fault(r, h);
+    let of_code = |h: &&Hit| h.section.code() == code && !other_fault(r, h);
     let lang =
         |h: &&Hit| own_alarm(h).is_some_and(|l| crate::retrieval::tokenize::has_cjk(l) == zh);
-    let h = g
-        .sections
-        .iter()
+    candidates
+        .clone()
         .filter(of_code)
         .find(lang)
-        .or_else(|| g.sections.iter().find(of_code))?;
-    Some(g.verdict(Coverage::Covered, Some(h)))
+        .or_else(|| candidates.clone().find(of_code))
 }
 
 /// The nearest covered example of any equipment's at which it speaks for
@@ -394,17 +403,8 @@ fn example_unnamed<'a>(g: &Ground<'a>) -> Option<Verdict<'a>> {
         .examples
         .nearest_of_all(&r.message)
         .filter(|n| n.similarity >= UNNAMED_NEAR_AT && n.lead >= UNNAMED_LEAD_AT)?;
-    let zh = crate::retrieval::tokenize::has_cjk(&r.message);
-    let of_code =
-        |h: &&Hit| own_alarm(h).is_some() && h.section.code() == near.section && !other_fault(r, h);
-    let lang =
-        |h: &&Hit| own_alarm(h).is_some_and(|l| crate::retrieval::tokenize::has_cjk(l) == zh);
-    let h = g
-        .hits
-        .iter()
-        .filter(of_code)
-        .find(lang)
-        .or_else(|| g.hits.iter().find(of_code))?;
+    let found = g.hits.iter().filter(|h| own_alarm(h).is_some());
+    let h = in_script(found, &near.section, r)?;
     Some(g.verdict(Coverage::Covered, Some(h)))
 }
 
