@@ -363,9 +363,19 @@ impl Tokens {
         };
         self.words
             .windows(want.len())
-            .find(|w| w.iter().zip(&want).all(|(a, b)| same(a, b)))
+            .find(|w| {
+                w.iter().zip(&want).all(|(a, b)| same(a, b))
+                    && (1..want.len()).all(|i| !glued(&want, i) || glued(w, i))
+            })
             .map(|w| (w[0].0, len))
     }
+}
+
+/// Whether word `i` follows word `i - 1` with nothing between them: a name
+/// written as one (`4G`) is found only written as one, never in `No.4 G/E`.
+fn glued(words: &[(usize, String)], i: usize) -> bool {
+    let (start, word) = &words[i - 1];
+    start + word.chars().count() == words[i].0
 }
 
 fn split_words(text: &str) -> Vec<(usize, String)> {
@@ -416,7 +426,7 @@ mod tests {
                 "generator-en",
                 "generator",
                 "Diesel generators",
-                &["DG", "D/G", "genset", "generator", "副机", "发电机"],
+                &["DG", "D/G", "G/E", "genset", "generator", "副机", "发电机"],
             ),
             doc(
                 "fresh_water_generator-en",
@@ -451,6 +461,12 @@ mod tests {
             doc("battery-en", "battery", "Buoy battery bank", &["battery"]),
             doc("solar-en", "solar", "Buoy solar panels", &["solar panel"]),
             doc("gnss-en", "gnss", "Buoy GNSS positioning", &["GPS"]),
+            doc(
+                "cellular_4g-en",
+                "cellular_4g",
+                "Buoy 4G modem",
+                &["4G", "LTE"],
+            ),
         ]
     }
 
@@ -515,6 +531,18 @@ mod tests {
                 By::Alias
             ))
         );
+    }
+
+    /// `4G` is one word as written: `No.4 G/E` is the fourth generator,
+    /// not the modem.
+    #[test]
+    fn a_name_written_as_one_word_is_found_only_written_as_one() {
+        assert_eq!(kind("No.4 G/E"), Some((classes(&["generator"]), By::Alias)));
+        assert_eq!(
+            kind("4G router"),
+            Some((classes(&["cellular_4g"]), By::Alias))
+        );
+        assert_eq!(kind("DG2"), Some((classes(&["generator"]), By::Alias)));
     }
 
     #[test]
