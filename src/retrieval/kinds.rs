@@ -356,7 +356,8 @@ impl Tokens {
             return None;
         }
         let caps = name.chars().any(|c| c.is_ascii_uppercase())
-            && !name.chars().any(|c| c.is_ascii_lowercase());
+            && (!name.chars().any(|c| c.is_ascii_lowercase())
+                || name.chars().count() <= SYMBOL_AT_MOST);
         let same = |a: &(usize, String), b: &(usize, String)| match caps {
             true => a.1 == b.1,
             false => a.1.eq_ignore_ascii_case(&b.1),
@@ -370,6 +371,10 @@ impl Tokens {
             .map(|w| (w[0].0, len))
     }
 }
+
+/// A name this short that mixes cases is a symbol (`pH`) whose case is its
+/// meaning: found only as written, since `PH` in an AMS text is a phase.
+const SYMBOL_AT_MOST: usize = 3;
 
 /// Whether word `i` follows word `i - 1` with nothing between them: a name
 /// written as one (`4G`) is found only written as one, never in `No.4 G/E`.
@@ -467,6 +472,7 @@ mod tests {
                 "Buoy 4G modem",
                 &["4G", "LTE"],
             ),
+            doc("ph_sensor-en", "ph_sensor", "Buoy pH sensor", &["pH"]),
         ]
     }
 
@@ -549,6 +555,9 @@ mod tests {
     fn a_name_in_capitals_matches_only_as_written() {
         assert_eq!(kind("call me"), None);
         assert_eq!(kind("sdg"), None);
+        // A short symbol's case is its meaning: PH is a phase.
+        assert_eq!(kind("STG PUMP PH FAIL"), None);
+        assert_eq!(kind("pH probe"), Some((classes(&["ph_sensor"]), By::Alias)));
     }
 
     #[test]
