@@ -57,9 +57,9 @@ pub fn not_normal(message: &str) -> String {
             // (`hyd press dropped to 9 MPa (normal 16)`, `正常3.5bar`), not
             // a reading found fine.
             let fine_zh = RULED_OUT_ZH.iter().any(|w| {
-                clause
-                    .match_indices(w)
-                    .any(|(i, _)| !(*w == "正常" && reference(&clause[i + w.len()..])))
+                clause.match_indices(w).any(|(i, _)| {
+                    !(*w == "正常" && reference(&clause[i + w.len()..]) && unnamed(&clause[..i]))
+                })
             });
             let words: Vec<&str> = lower
                 .split(|c: char| !c.is_ascii_alphanumeric() && c != '.')
@@ -69,15 +69,72 @@ pub fn not_normal(message: &str) -> String {
                 |w: Option<&&str>| w.is_some_and(|w| w.starts_with(|c: char| c.is_ascii_digit()));
             let fine = words.iter().enumerate().any(|(i, w)| {
                 matches!(w.trim_end_matches('.'), "normal" | "normally" | "ok")
-                    && !(number(words.get(i + 1))
+                    && !((number(words.get(i + 1))
                         || (words.get(i + 1).is_some_and(|n| {
                             matches!(*n, "is" | "was" | "at" | "about" | "approx")
                         }) && number(words.get(i + 2))))
+                        && (i == 0 || words[..i].iter().any(|w| number(Some(w)))))
             });
-            !unchanged && !fine_zh && !fine
+            !unchanged && !fine_zh && !fine && !denied_change(clause)
         })
         .collect::<Vec<_>>()
         .join("，")
+}
+
+/// Whether the text before `正常` in its clause names no reading of its
+/// own: nothing (`，正常3.5bar`, after the reading) or a number
+/// (`降到9MPa（正常16）`), so that a value after it is the usual one. After
+/// a name only (`工作水压力正常0.3 MPa`) the reading was found normal at it.
+fn unnamed(before: &str) -> bool {
+    let before = before.trim();
+    before.is_empty() || before.chars().any(|c| c.is_ascii_digit())
+}
+
+/// Words that deny a change (`没有`, `not`) and the changes they deny, read
+/// within `DENIED_WITHIN` characters or words before it: `转速没有明显下降`
+/// and `speed did not drop` say what did not happen, no way of the fault.
+const DENIALS_ZH: &[&str] = &["没有", "没", "未", "不"];
+const CHANGES_ZH: &[&str] = &["下降", "降低", "上升", "升高", "变化"];
+const DENIALS: &[&str] = &["not", "no", "never", "didn", "without"];
+const CHANGES: &[&str] = &[
+    "drop",
+    "dropped",
+    "drops",
+    "fall",
+    "fell",
+    "falling",
+    "rise",
+    "rose",
+    "rising",
+    "change",
+    "changed",
+    "increase",
+    "increased",
+    "decrease",
+    "decreased",
+];
+const DENIED_WITHIN: usize = 4;
+
+/// Whether `clause` denies a change (`DENIALS_ZH`, `DENIALS`).
+fn denied_change(clause: &str) -> bool {
+    let zh = CHANGES_ZH.iter().any(|c| {
+        clause.match_indices(c).any(|(i, _)| {
+            let before: String = clause[..i].chars().rev().take(DENIED_WITHIN).collect();
+            let before: String = before.chars().rev().collect();
+            DENIALS_ZH.iter().any(|d| before.contains(d))
+        })
+    });
+    let lower = clause.to_lowercase();
+    let words: Vec<&str> = lower
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    zh || words.iter().enumerate().any(|(i, w)| {
+        CHANGES.contains(w)
+            && words[i.saturating_sub(DENIED_WITHIN)..i]
+                .iter()
+                .any(|d| DENIALS.contains(d))
+    })
 }
 
 /// Whether what follows `正常` is the value a reading normally has

@@ -34,6 +34,10 @@ pub struct Reading {
     /// quantity measures it, so a leak alarm is a leak detector's, whatever
     /// its pipe's pressure (`high-pressure fuel pipe leakage`).
     pub unit_quantity: Option<Quantity>,
+    /// The way and the quantity `faulty` says: the fault's, without the
+    /// readings a log found fine.
+    pub faulty_way: Option<Deviation>,
+    pub faulty_quantity: Option<Quantity>,
     /// `faulty` with what it says without the words for it (`implied`):
     /// what the named path reads.
     pub faulty_said: String,
@@ -90,6 +94,8 @@ impl Reading {
             quantity,
             medium,
             unit_quantity,
+            faulty_way,
+            faulty_quantity,
             faulty_said,
             alarms,
             terms,
@@ -271,5 +277,12 @@ mod tests {
         // Found fine is still ruled out.
         assert!(!not_normal("LO temp 54 degC normal").contains("LO temp"));
         assert!(!not_normal("油温正常").contains("油温"));
+        // A reading named, then found normal at its value.
+        assert!(!not_normal("工作水压力正常0.3 MPa").contains("压力"));
+        assert!(!not_normal("LO press normal 0.3 MPa").contains("LO press"));
+        // What did not happen says no way.
+        assert!(!not_normal("排渣时转速没有明显下降，排渣口没有东西出来").contains("转速"));
+        assert!(!not_normal("speed did not drop during discharge").contains("speed"));
+        assert!(not_normal("转速明显下降").contains("转速"));
     }
 }

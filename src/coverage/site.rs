@@ -94,12 +94,16 @@ fn noted_alarm(n: &Note) -> Alarm {
 }
 
 /// Two alarms that say another way (high, low), quantity or medium are
-/// two faults, however alike their other words.
+/// two faults, however alike their other words; read in what each did not
+/// find fine (`Reading::faulty`), since a log names the readings it
+/// checked.
 fn apart(a: &Reading, b: &Reading) -> bool {
     fn differ<T: PartialEq>(a: Option<T>, b: Option<T>) -> bool {
         matches!((a, b), (Some(x), Some(y)) if x != y)
     }
-    differ(a.way, b.way) || differ(a.quantity, b.quantity) || differ(a.medium, b.medium)
+    differ(a.faulty_way, b.faulty_way)
+        || differ(a.faulty_quantity, b.faulty_quantity)
+        || differ(a.medium, b.medium)
 }
 
 /// The confirmed manual item a note names, whose section covers the
@@ -348,6 +352,25 @@ mod tests {
         ] {
             assert!(about(&notes, &a, &e).is_empty(), "{a:?}");
         }
+    }
+
+    /// A handover note lists what was checked and found fine
+    /// (`工作水压力正常0.3 MPa`) and what did not happen (`转速没有明显下降`):
+    /// neither is the fault's quantity or way, so the same alarm point's
+    /// next alarm is still the noted fault.
+    #[test]
+    fn what_a_log_found_fine_or_not_happening_does_not_part_a_fault_from_its_note() {
+        let notes = SiteNotes::from_notes(vec![confirmed(
+            "n",
+            "PUR1_DSCH_FLT",
+            "交班：1号重油分油机03:15排渣失败报警，连续两次不排渣，已停机改用2号分油机。工作水压力正常0.3 MPa，电磁阀动作正常。",
+        )]);
+        let e = Examples::default();
+        let next = alarm(
+            "PUR1_DSCH_FLT",
+            "交班记录：1号HFO分油机又报排渣失败（14:05），排渣时转速没有明显下降，排渣口没有东西出来。",
+        );
+        assert_eq!(ids(&about(&notes, &next, &e)), ["n"]);
     }
 
     #[test]
