@@ -6,7 +6,9 @@
 //! config's aliases (`knowledge.kind_aliases`) are applied before, by the
 //! pipeline, as the kind's class. A kind that maps to nothing is unknown,
 //! and the message decides: a message that names a manual's equipment in
-//! its first clause that names any is that equipment's.
+//! its first clause that names any is that equipment's. When neither names
+//! one, the plant's tag for the machine (`FWG-FT-01`) may, by an alias
+//! written whole in it.
 //!
 //! Pure: the index's table of documents and the alarm in, a `Resolution`
 //! out. Owns the matching of names in text; never reads a file.
@@ -26,6 +28,9 @@ pub enum By {
     Words,
     /// No kind mapped; the message names a manual's equipment.
     Message,
+    /// Neither the kind nor the message names one; the equipment's tag
+    /// holds a manual's alias (`FWG-FT-01`, `BUOY-07-GNSS`).
+    Tag,
     /// The kind names a machine no manual names, and the message names it
     /// too: the text's evidence that the equipment has no manual.
     Unlisted,
@@ -40,6 +45,7 @@ impl By {
             By::Alias => "alias",
             By::Words => "words",
             By::Message => "message",
+            By::Tag => "tag",
             By::Unlisted => "unlisted",
             By::Unknown => "unknown",
         }
@@ -119,7 +125,10 @@ pub fn resolve(docs: &[DocMeta], alarm: &Alarm) -> Resolution {
     } else {
         match of_message(docs, message) {
             Some(classes) => (classes, By::Message),
-            None => (Vec::new(), By::Unknown),
+            None => match of_tag(docs, &alarm.equipment) {
+                Some(classes) => (classes, By::Tag),
+                None => (Vec::new(), By::Unknown),
+            },
         }
     };
     Resolution {
@@ -179,6 +188,15 @@ pub fn of_message(docs: &[DocMeta], message: &str) -> Option<Vec<String>> {
     clauses(message).find_map(|clause| {
         by_alias(docs, clause).or_else(|| by_words(docs, clause).map(|c| vec![c]))
     })
+}
+
+/// The classes a plant's equipment tag names by a manual's alias, matched
+/// whole and as written (`FWG-FT-01`, `DG1-CTRL`, `BUOY-03-LTE`): a tag is
+/// the plant's own short name for the machine, the last word a text that
+/// names none can be read by. Never by shared words: a tag's parts are
+/// codes, not words.
+pub fn of_tag(docs: &[DocMeta], tag: &str) -> Option<Vec<String>> {
+    by_alias(docs, tag)
 }
 
 fn found(classes: Vec<String>, by: By) -> Resolution {
@@ -628,5 +646,34 @@ mod tests {
         // A kind that maps is taken over the message.
         let r = resolve(&d, &alarm(Some("GPS"), "battery voltage low, no fix"));
         assert_eq!((r.classes, r.by), (classes(&["gnss"]), By::Alias));
+    }
+
+    /// A device's own status text names no machine (`+CME ERROR: 10`), but
+    /// the plant's tag for it does: the tag decides when the kind and the
+    /// message name none, and never over them.
+    #[test]
+    fn the_equipment_tag_names_the_machine_when_kind_and_message_do_not() {
+        let d = docs();
+        let alarm = |equipment: &str, kind: Option<&str>, message: &str| Alarm {
+            equipment: equipment.into(),
+            kind: kind.map(str::to_string),
+            message: Some(message.into()),
+            ..crate::test_support::alarm("X-1")
+        };
+        let r = resolve(&d, &alarm("BUOY-03-LTE", None, "+CME ERROR: 10"));
+        assert_eq!((r.classes, r.by), (classes(&["cellular_4g"]), By::Tag));
+        let r = resolve(&d, &alarm("DG1-CTRL", Some("DSE7320"), "LOW OIL PRESSURE"));
+        assert_eq!(
+            (r.classes, r.by, r.kind_unmapped),
+            (classes(&["generator"]), By::Tag, true)
+        );
+        // The message names its machine: the tag is not asked.
+        let r = resolve(&d, &alarm("BUOY-03-LTE", None, "GPS no fix"));
+        assert_eq!((r.classes, r.by), (classes(&["gnss"]), By::Message));
+        // Matched whole and as written: a tag's letters are not words.
+        for tag in ["LEGACY-1", "dg-ctrl", "PH-1", "E1"] {
+            let r = resolve(&d, &alarm(tag, None, "FAULT 12"));
+            assert_eq!(r.by, By::Unknown, "{tag}");
+        }
     }
 }

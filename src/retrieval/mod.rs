@@ -74,6 +74,9 @@ pub struct Query {
     pub text: String,
     pub code: Option<String>,
     pub kind: Option<String>,
+    /// The plant's tag for the machine (`FWG-FT-01`), read for a manual's
+    /// alias when neither the kind nor the text names the machine.
+    pub tag: Option<String>,
 }
 
 impl Query {
@@ -85,6 +88,7 @@ impl Query {
             text: a.query_text(),
             code: Some(a.code.clone()),
             kind: a.kind.clone(),
+            tag: Some(a.equipment.clone()),
         }
     }
 
@@ -104,6 +108,7 @@ impl Query {
             text: text.to_string(),
             code,
             kind: None,
+            tag: None,
         }
     }
 }
@@ -268,6 +273,11 @@ impl Index {
             .and_then(|k| kinds::of_kind(&self.raw.docs, k))
             .map(|r| r.classes)
             .or_else(|| kinds::of_message(&self.raw.docs, &q.text))
+            .or_else(|| {
+                q.tag
+                    .as_deref()
+                    .and_then(|t| kinds::of_tag(&self.raw.docs, t))
+            })
             .unwrap_or_default();
         for (di, d) in self.raw.docs.iter().enumerate() {
             let mut boost = 0.0;
@@ -828,6 +838,7 @@ mod tests {
             text: "ME-JCW-TEMP-HI pressure low".into(),
             code: Some("ME-JCW-TEMP-HI".into()),
             kind: None,
+            tag: None,
         };
         let hits = idx.search(&q, 3).unwrap();
         assert_eq!(hits[0].doc, "cool-en");
@@ -840,6 +851,7 @@ mod tests {
             text: "pump worn".into(),
             code: None,
             kind: Some("main_engine_lube_oil".into()),
+            tag: None,
         };
         assert_eq!(idx.search(&q, 1).unwrap()[0].doc, "lube-en");
     }
@@ -854,6 +866,7 @@ mod tests {
                 text: "main engine lube oil: pump worn".into(),
                 code: None,
                 kind: kind.map(str::to_string),
+                tag: None,
             };
             let h = idx.search(&q, 1).unwrap().remove(0);
             (h.doc, h.score)
@@ -862,6 +875,48 @@ mod tests {
         assert_eq!(by_kind.0, "lube-en");
         assert_eq!(top(None), by_kind);
         assert_eq!(top(Some("ENGINE ROOM")), by_kind);
+    }
+
+    /// A device's text names no machine; the plant's tag for it raises the
+    /// manual whose alias it holds, as a kind would.
+    #[test]
+    fn the_machine_a_tag_names_raises_its_manuals_as_a_kind_does() {
+        let with_aliases = |id: &str, class: &str, alias: &str, body: &str| {
+            parse_document(
+                id,
+                &format!("---\ntitle: {id}\nclasses: [{class}]\naliases: [{alias}]\nlang: en\n---\n# {id}\n{body}"),
+            )
+            .unwrap()
+        };
+        let idx = Index::from_bytes(
+            index::build(&[
+                with_aliases(
+                    "lube-en",
+                    "main_engine_lube_oil",
+                    "LUB",
+                    "## A causes\nPump worn.\n",
+                ),
+                with_aliases(
+                    "cool-en",
+                    "main_engine_cooling",
+                    "JCW",
+                    "## B causes\nPump worn.\n",
+                ),
+            ])
+            .unwrap(),
+        )
+        .unwrap();
+        let top = |tag: Option<&str>| {
+            let q = Query {
+                text: "pump worn".into(),
+                code: None,
+                kind: None,
+                tag: tag.map(str::to_string),
+            };
+            idx.search(&q, 1).unwrap().remove(0).doc
+        };
+        assert_eq!(top(Some("TE-JCW-3")), "cool-en");
+        assert_eq!(top(Some("LUB-1")), "lube-en");
     }
 
     #[test]

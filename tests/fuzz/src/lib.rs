@@ -174,6 +174,7 @@ pub fn index(data: &[u8]) {
                 text: "pump worn seal leak".into(),
                 code: Some("BLG-WELL-LVL-HI".into()),
                 kind: Some("main_engine_lube_oil".into()),
+                tag: Some("LO-PP-2".into()),
             },
             1,
         ),
