@@ -156,12 +156,11 @@ unc_man_ok = [x for x in unc_ok if x[0].get("coverage") == "related"]
 plant = [(c, d) for c, d in rows
          if c.get("coverage", "covered") == "covered" and c["alarm"]["code"].upper() not in manual_codes]
 plant_ok = [x for x in plant if x[1].get("coverage") == "covered"]
-named = 0
 keyed = [(c, d) for c, d in rows if c.get("coverage", "covered") == "covered" and c.get("keywords")]
-for c, d in keyed:
+def cause_named(c, d):
     text = " ".join(p.get("cause", "") for p in d.get("probable_causes", [])).lower()
-    if any(alt.strip().lower() in text for k in c["keywords"] for alt in k.split("|") if alt.strip()):
-        named += 1
+    return any(alt.strip().lower() in text for k in c["keywords"] for alt in k.split("|") if alt.strip())
+named = sum(1 for c, d in keyed if cause_named(c, d))
 def own_section(c, d):
     gold = (c.get("gold") or {}).get("section", "")
     code = gold.split()[0].upper() if gold else ""
@@ -200,10 +199,14 @@ if len(writers) > 1:
         mine = [(c, d) for c, d in rows if c.get("writer", "") == w]
         wc = [(c, d) for c, d in mine if c.get("coverage", "covered") == "covered"]
         wu = [(c, d) for c, d in mine if c.get("coverage") in ("related", "none")]
+        wk = [(c, d) for c, d in wc if c.get("keywords")]
+        wp = [a72(d) for c, d in mine]
         print(f"  writer {w or '-'}: covered said covered {sum(1 for c, d in wc if d.get('coverage') == 'covered')}/{len(wc)}, "
               f"own section {sum(1 for c, d in wc if own_section(c, d))}/{len(wc)}, "
+              f"expected cause {sum(1 for c, d in wk if cause_named(c, d))}/{len(wk)}, "
               f"uncovered said related/none, no cause high "
-              f"{sum(1 for x in wu if x in unc_ok)}/{len(wu)}")
+              f"{sum(1 for x in wu if x in unc_ok)}/{len(wu)}, "
+              f"A72 mean {sum(wp) / max(len(wp), 1):.1f} s")
 if lat:
     print(f"latency: p50 {lat[len(lat) // 2]:.2f} s, max {lat[-1]:.2f} s")
 if answers:
