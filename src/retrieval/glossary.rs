@@ -5,9 +5,9 @@
 //! forms it holds, so that a section's name for its alarm can be found in
 //! a message written in the plant's own words (`named`).
 //!
-//! The table is the trade's general usage, written from the manuals'
-//! vocabulary and marine engineering practice, not from any alarm of the
-//! eval set. It is only read against the sections of the alarm's own
+//! The table is the trade's general usage (the manuals' vocabulary, marine
+//! engineering practice, the ocean-data QC standards' test names), never
+//! one plant's phrasing of one alarm. It is only read against the sections of the alarm's own
 //! equipment, so a form with another meaning elsewhere (`DO`, diesel oil
 //! or dissolved oxygen) is left out rather than guessed.
 
@@ -105,6 +105,10 @@ const EN: &[(&[&str], &str)] = &[
     ),
     (&["overpressure", "over pressure"], "pressure high"),
     (&["seized", "jammed", "frozen", "stalled"], "stuck"),
+    // Quality-control tests' names (QARTOD, NDBC) for what a reading did.
+    (&["flat line", "flatline", "repeated values"], "stuck flat"),
+    (&["gross range"], "out of range"),
+    (&["black out", "blacked out"], "blackout"),
     (
         &[
             "comms",
@@ -213,6 +217,20 @@ mod tests {
         );
         let e = expand("2号副机滑油压力低");
         assert!(e.contains("柴油发电机"), "{e}");
+    }
+
+    /// A QC test's name says what the reading did, in other words than the
+    /// manuals' alarms (`Wind sensor stuck (… flat …)`, `pH out of range`).
+    #[test]
+    fn quality_control_tests_and_the_trades_blackout_add_the_manuals_words() {
+        let e = expand("flat_line_test: consecutively repeated values");
+        assert!(e.contains("stuck flat"), "{e}");
+        let e = expand("gross_range_test failed");
+        assert!(e.contains("out of range"), "{e}");
+        let e = expand("both engines tripped off and there was black out");
+        assert!(e.contains("blackout"), "{e}");
+        // Whole words only: a line that is flat is no flat line.
+        assert!(!expand("line flat").contains("stuck flat"));
     }
 
     #[test]
