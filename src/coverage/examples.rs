@@ -90,7 +90,7 @@ pub struct Nearest {
 /// A message's terms for likeness: its words (`tokenize::terms`), each
 /// Chinese character alone as well as in pairs, and no numbers or codes:
 /// a reading or a tag is the plant's, not the fault's.
-fn likeness_terms(text: &str) -> Vec<String> {
+pub(super) fn likeness_terms(text: &str) -> Vec<String> {
     let mut out: Vec<String> = terms(text)
         .into_iter()
         .filter(|t| !t.starts_with('#') && !t.chars().any(|c| c.is_ascii_digit()))
@@ -260,11 +260,16 @@ impl Examples {
     /// are alike by it. What a site note's alarm is compared with a new
     /// alarm by (`coverage::site`).
     pub fn likeness(&self, a: &str, b: &str) -> f32 {
+        self.likeness_but(a, b, &|_| false)
+    }
+
+    /// `likeness`, with the terms `skip` holds left out of both messages.
+    pub fn likeness_but(&self, a: &str, b: &str, skip: &dyn Fn(&str) -> bool) -> f32 {
         // Without examples every term weighs the same.
         let rare = (self.all.len().max(1) as f32).ln().max(1.0);
         let vector = |text: &str| {
             let mut tf: HashMap<String, u32> = HashMap::new();
-            for t in likeness_terms(text) {
+            for t in likeness_terms(text).into_iter().filter(|t| !skip(t)) {
                 *tf.entry(t).or_default() += 1;
             }
             let w: Vec<(String, f32)> = tf

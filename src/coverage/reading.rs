@@ -38,6 +38,10 @@ pub struct Reading {
     /// readings a log found fine.
     pub faulty_way: Option<Deviation>,
     pub faulty_quantity: Option<Quantity>,
+    /// The way the alarm's own value left its threshold, whatever its
+    /// unit: a fact of the alarm, where its words may say none (`TENSION
+    /// NEAR ZERO` at 0.1 kN, set 2 kN).
+    pub own_way: Option<Deviation>,
     /// `faulty` with what it says without the words for it (`implied`):
     /// what the named path reads.
     pub faulty_said: String,
@@ -96,6 +100,7 @@ impl Reading {
             unit_quantity,
             faulty_way,
             faulty_quantity,
+            own_way: Deviation::of_reading(alarm),
             faulty_said,
             alarms,
             terms,

@@ -25,6 +25,18 @@ use super::{Examples, Reading};
 /// machine's name); at 0.7 none did.
 pub const NOTE_NEAR_AT: f32 = 0.7;
 
+/// A term held by at least this share of a vessel's notes' messages, once
+/// it has `FORM_NOTES_AT` notes, is its forms' words (`NOTIF`, `DAMAGE:`,
+/// `通知单`, `损坏代码`), not a fault's: no example holds such a word, so
+/// it weighs as the rarest and would make any two of the vessel's alarms
+/// alike. It is left out of the likeness of a note's alarm and a new one.
+/// On the history sets' tuning parts any share from 0.1 to 0.2 keeps every
+/// note off other faults and finds every later occurrence; at 0.25 a
+/// battery's hydrogen alarm took a cell-imbalance note, both raised as
+/// `通知单 …，损坏代码：…` among a vessel's mostly English notifications.
+pub const FORM_SHARE_AT: f32 = 0.15;
+pub const FORM_NOTES_AT: usize = 8;
+
 /// A note about an alarm's fault, and how it was matched.
 #[derive(Debug, Clone)]
 pub struct Noted<'n> {
@@ -41,6 +53,8 @@ pub struct Noted<'n> {
 pub fn about<'n>(notes: &'n SiteNotes, alarm: &Alarm, examples: &Examples) -> Vec<Noted<'n>> {
     let mut out = Vec::new();
     let mine = Reading::of(alarm, &[]);
+    let form = form_words(notes);
+    let skip = |t: &str| form.contains(t);
     for note in notes.for_equipment(&alarm.equipment) {
         let theirs = noted_alarm(note);
         if apart(&mine, &Reading::of(&theirs, &[])) {
@@ -51,7 +65,7 @@ pub fn about<'n>(notes: &'n SiteNotes, alarm: &Alarm, examples: &Examples) -> Ve
             .code
             .trim()
             .eq_ignore_ascii_case(alarm.code.trim());
-        let likeness = examples.likeness(&mine.message, &message(&theirs));
+        let likeness = examples.likeness_but(&mine.message, &message(&theirs), &skip);
         if same_code || likeness >= NOTE_NEAR_AT {
             out.push(Noted {
                 note,
@@ -66,6 +80,29 @@ pub fn about<'n>(notes: &'n SiteNotes, alarm: &Alarm, examples: &Examples) -> Ve
             .then(b.likeness.total_cmp(&a.likeness))
     });
     out
+}
+
+/// The terms `FORM_SHARE_AT` of the vessel's notes' messages hold, once it
+/// has `FORM_NOTES_AT` notes; none before.
+fn form_words(notes: &SiteNotes) -> std::collections::HashSet<String> {
+    let all = notes.all();
+    if all.len() < FORM_NOTES_AT {
+        return Default::default();
+    }
+    let mut held: std::collections::HashMap<String, usize> = Default::default();
+    for n in all {
+        let mut terms = super::examples::likeness_terms(&message(&noted_alarm(n)));
+        terms.sort();
+        terms.dedup();
+        for t in terms {
+            *held.entry(t).or_default() += 1;
+        }
+    }
+    let at = FORM_SHARE_AT * all.len() as f32;
+    held.into_iter()
+        .filter(|&(_, k)| k as f32 >= at)
+        .map(|(t, _)| t)
+        .collect()
 }
 
 /// The message coverage reads: the code when there is none.
@@ -96,12 +133,12 @@ fn noted_alarm(n: &Note) -> Alarm {
 /// Two alarms that say another way (high, low), quantity or medium are
 /// two faults, however alike their other words; read in what each did not
 /// find fine (`Reading::faulty`), since a log names the readings it
-/// checked.
+/// checked, else, for the way, in its own value against its threshold.
 fn apart(a: &Reading, b: &Reading) -> bool {
     fn differ<T: PartialEq>(a: Option<T>, b: Option<T>) -> bool {
         matches!((a, b), (Some(x), Some(y)) if x != y)
     }
-    differ(a.faulty_way, b.faulty_way)
+    differ(a.faulty_way.or(a.own_way), b.faulty_way.or(b.own_way))
         || differ(a.faulty_quantity, b.faulty_quantity)
         || differ(a.medium, b.medium)
 }
@@ -371,6 +408,93 @@ mod tests {
             "交班记录：1号HFO分油机又报排渣失败（14:05），排渣时转速没有明显下降，排渣口没有东西出来。",
         );
         assert_eq!(ids(&about(&notes, &next, &e)), ["n"]);
+    }
+
+    /// A maintenance system's notifications share their form's words
+    /// (`NOTIF …`, `DAMAGE CODE:`) on every alarm of the vessel: they do
+    /// not make another fault of the same equipment the noted one.
+    #[test]
+    fn a_vessels_form_words_do_not_make_another_fault_the_noted_one() {
+        let form = |n: &str, damage: &str, part: &str, what: &str| {
+            format!("NOTIF {n} DEFECT REPORT. DAMAGE CODE: {damage}. OBJECT PART: {part}. {what}. REPORTED BY ETO ON ROUNDS")
+        };
+        let noted = form(
+            "20006402",
+            "ELECTRICAL",
+            "BATTERY BANK",
+            "CELL VOLTAGE IMBALANCE",
+        );
+        let other = form(
+            "20006901",
+            "ELECTRICAL",
+            "BATTERY BANK",
+            "HYDROGEN GAS CONCENTRATION DETECTED",
+        );
+        let mut notes = vec![confirmed("n", "B03.CELL.DV", &noted)];
+        let e = Examples::default();
+        let a = alarm("B03.H2.H", &other);
+        // Alike by the form's words, as a vessel with few notes reads them.
+        assert!(e.likeness(&noted, &other) >= NOTE_NEAR_AT);
+        assert_eq!(
+            ids(&about(&SiteNotes::from_notes(notes.clone()), &a, &e)),
+            ["n"]
+        );
+        // The vessel's other notifications show which words are the form's.
+        for (i, m) in [
+            "ME LO PUMP NOISE",
+            "DG2 LO FILTER CLOGGED",
+            "BALLAST VALVE STUCK",
+            "FWG SALINITY ALARM",
+            "PURIFIER VIBRATION",
+            "AC COMPRESSOR TRIP",
+            "STEERING GEAR PUMP OVERLOAD",
+        ]
+        .iter()
+        .enumerate()
+        {
+            let mut n = confirmed(
+                &format!("f{i}"),
+                &format!("X{i}"),
+                &form(&format!("2000{i}"), "MECHANICAL", "PUMP", m),
+            );
+            n.alarm.equipment = format!("E{i}");
+            notes.push(n);
+        }
+        let notes = SiteNotes::from_notes(notes);
+        assert!(about(&notes, &a, &e).is_empty());
+        // The same fault, raised again under its code, still takes its note.
+        let again = alarm(
+            "B03.CELL.DV",
+            "WO#5512 defect: battery bank cell imbalance again",
+        );
+        assert_eq!(ids(&about(&notes, &again, &e)), ["n"]);
+    }
+
+    /// A reading's value against its threshold says its way where its
+    /// words say none (`NEAR ZERO` at 0.1 kN, set 2 kN).
+    #[test]
+    fn the_readings_own_way_parts_a_fault_from_its_note() {
+        let (zero, high) = (
+            "GW MOORING LINE TENSION ALARM LOAD CELL ONE NEAR ZERO",
+            "GW MOORING LINE TENSION ALARM LOAD CELL ONE HIGH",
+        );
+        let mut n = confirmed("n", "MOOR.T.L", zero);
+        (n.alarm.value, n.alarm.unit, n.alarm.threshold) =
+            (Some(0.1), Some("kN".into()), Some(2.0));
+        let notes = SiteNotes::from_notes(vec![n]);
+        let e = Examples::default();
+        assert!(e.likeness(zero, high) >= NOTE_NEAR_AT);
+        let kn = |value: f64, threshold: f64, code: &str, message: &str| Alarm {
+            value: Some(value),
+            unit: Some("kN".into()),
+            threshold: Some(threshold),
+            ..alarm(code, message)
+        };
+        assert!(about(&notes, &kn(48.0, 40.0, "MOOR.T.H", high), &e).is_empty());
+        assert_eq!(
+            ids(&about(&notes, &kn(0.3, 2.0, "MOOR.T.L", zero), &e)),
+            ["n"]
+        );
     }
 
     #[test]
