@@ -89,6 +89,8 @@ pub const GROUP_WORDS: &[&str] = &[
     "provision",
     "equipment",
     "machinery",
+    "alarm",
+    "报警",
     "机舱",
     "系统",
     "浮标",
@@ -273,7 +275,14 @@ fn by_words(docs: &[DocMeta], text: &str) -> Option<String> {
     let telling = |w: &String| {
         classes.iter().filter(|(_, ws)| ws.contains(w)).count() <= WORD_CLASSES_AT_MOST
     };
-    let said: Vec<String> = name_words(text)
+    // A Chinese group word is cut out before the text is read in pairs,
+    // so that its characters lend no pair to the words around it
+    // (`报警系统`: not `警系` either).
+    let cut = GROUP_WORDS
+        .iter()
+        .filter(|g| g.chars().any(is_cjk))
+        .fold(text.to_string(), |t, g| t.replace(g, " "));
+    let said: Vec<String> = name_words(&cut)
         .into_iter()
         .filter(|w| {
             !GROUP_WORDS
@@ -646,6 +655,39 @@ mod tests {
         // A kind that maps is taken over the message.
         let r = resolve(&d, &alarm(Some("GPS"), "battery voltage low, no fix"));
         assert_eq!((r.classes, r.by), (classes(&["gnss"]), By::Alias));
+    }
+
+    /// An alarm system is what every alarm comes through, not the fire
+    /// alarm system: `alarm` and `报警` are no machine's words, and a
+    /// Chinese group word lends its characters to no pair (`警系`).
+    #[test]
+    fn an_alarm_system_is_no_fire_detection_system() {
+        let mut d = docs();
+        d.push(doc(
+            "fire_detection-en",
+            "fire_detection",
+            "Fire detection and alarm system",
+            &["fire alarm"],
+        ));
+        d.push(doc(
+            "fire_detection-zh",
+            "fire_detection",
+            "火灾探测与报警系统",
+            &["火灾报警"],
+        ));
+        for k in ["ALARM SYSTEM", "报警系统", "AMS alarm"] {
+            assert_eq!(of_kind(&d, k).map(|r| r.by), None, "{k}");
+        }
+        assert_eq!(of_message(&d, "报警系统正常电源的故障"), None);
+        // Its own names still find it.
+        assert_eq!(
+            of_kind(&d, "火灾报警系统").map(|r| r.classes),
+            Some(classes(&["fire_detection"]))
+        );
+        assert_eq!(
+            of_kind(&d, "fire alarm panel").map(|r| r.classes),
+            Some(classes(&["fire_detection"]))
+        );
     }
 
     /// A device's own status text names no machine (`+CME ERROR: 10`), but
