@@ -29,6 +29,10 @@ pub struct Reading {
     /// by a trend.
     pub way: Option<Deviation>,
     pub quantity: Option<Quantity>,
+    /// The medium of the first clause of `faulty` that says a way in
+    /// words, else of its first clause, which states the alarm: a watch
+    /// log's other readings name other media (`fuel rack at max, LO 4.1
+    /// bar` after a frequency alarm).
     pub medium: Option<Medium>,
     /// The quantity the reading's unit measures: a reading in a unit of one
     /// quantity measures it, so a leak alarm is a leak detector's, whatever
@@ -72,7 +76,10 @@ impl Reading {
             .or_else(|| clause_first(&message, Deviation::of_message))
             .or_else(|| clause_first(&faulty, Deviation::of_trend));
         let quantity = Quantity::of_alarm(alarm, &message);
-        let medium = Medium::of_message(&faulty);
+        let medium = crate::reading::clauses(&faulty)
+            .find(|c| Deviation::of_message(c).is_some())
+            .or_else(|| crate::reading::clauses(&faulty).next())
+            .and_then(Medium::of_message);
         let unit_quantity = alarm.unit.as_deref().and_then(Quantity::of_unit);
         // Read in what was not found fine only: `discharge pressure low …
         // checked: normal` implies nothing. A reading in a unit of no one
@@ -160,6 +167,28 @@ mod tests {
         assert_eq!(Quantity::of_alarm(&pct, msg), Some(Quantity::Current));
         assert_eq!(Quantity::of_unit("℃"), Some(Quantity::Temperature));
         assert_eq!(Quantity::of_unit("MPa"), Some(Quantity::Pressure));
+    }
+
+    #[test]
+    fn the_faults_medium_is_its_own_clauses_not_a_reading_logged_after_it() {
+        let read = |m: &str| Reading::of(&alarm("X", m), &[]).medium;
+        // The clause that says the way names the medium.
+        assert_eq!(read("NO.2 DG LO PRESS LOW"), Some(Medium::LubeOil));
+        assert_eq!(
+            read("Running alone at 300 kW, fuel rack at max, LO pressure low at 2.1 bar"),
+            Some(Medium::LubeOil)
+        );
+        // None says a way: the first clause states the alarm.
+        assert_eq!(
+            read("滑油压力3.1bar报警，海水温度32℃"),
+            Some(Medium::LubeOil)
+        );
+        // The alarm's clause names no medium: another reading's is not the
+        // fault's.
+        assert_eq!(
+            read("Bus frequency 58.1 Hz alarm at 300 kW. Fuel rack at max, LO 4.1 bar"),
+            None
+        );
     }
 
     #[test]

@@ -498,6 +498,24 @@ mod tests {
     }
 
     #[test]
+    fn the_media_a_watch_log_lists_in_passing_do_not_part_a_fault_from_its_note() {
+        // Two watchkeepers log one salinity alarm, each with the other
+        // readings he took: jacket water in one log, sea water in the other.
+        let first = "FWG salinity 12 ppm alarm, dump valve opened. Jacket water in 78 C out 70 C, vacuum 93%";
+        let again = "Salinity alarm again at 11 ppm, distillate dumped. Sea water temp 30 C, ejector pump 3.9 bar";
+        let notes = SiteNotes::from_notes(vec![confirmed("n", "FWG-SAL-H", first)]);
+        let e = Examples::default();
+        assert_eq!(ids(&about(&notes, &alarm("FWG-SAL-H", again), &e)), ["n"]);
+        // A medium the fault's own clause names still parts two faults.
+        let lo = SiteNotes::from_notes(vec![confirmed(
+            "lo",
+            "DG-P-LOW",
+            "LO pressure low, 2.1 bar",
+        )]);
+        assert!(about(&lo, &alarm("DG-P-LOW", "FO pressure low, 1.9 bar"), &e).is_empty());
+    }
+
+    #[test]
     fn tallies_count_each_item_in_either_language_and_each_crew_cause() {
         let zh = "main_engine_cooling-zh § ME-JCW-TEMP-HI 原因 #2";
         let notes = SiteNotes::from_notes(vec![

@@ -216,6 +216,9 @@ pub struct Judged {
     pub note_shown: bool,
     pub latency_ms: f64,
     pub model_steps: u32,
+    /// What the diagnosis said first, for a miss's line: its coverage and
+    /// first cause's source (the crew's words for a site note's).
+    pub said: String,
 }
 
 /// Judges `d`, the diagnosis of case `c`'s `next`.
@@ -226,6 +229,13 @@ pub fn judge(c: &HistoryCase, d: &Diagnosis) -> Judged {
         note_shown,
         latency_ms: d.timings.retrieval_ms + d.timings.ttft_ms + d.timings.generation_ms,
         model_steps: d.timings.generated_tokens,
+        said: format!(
+            "{}, first cause {}",
+            d.coverage.as_str(),
+            d.probable_causes
+                .first()
+                .map_or("none", |c| c.source.as_deref().unwrap_or(&c.cause))
+        ),
         ..Default::default()
     };
     match (c.kind, &c.truth) {
@@ -305,7 +315,7 @@ impl Tally {
             Kind::Other => leaked,
         };
         if missed {
-            self.misses.push(c.id.clone());
+            self.misses.push(format!("{} ({})", c.id, j.said));
         }
         self.n += 1;
         self.sum_latency += j.latency_ms;
@@ -374,7 +384,7 @@ impl NotesReport {
                 );
             }
             if !r.with.misses.is_empty() {
-                let _ = writeln!(o, "  missed with notes: {}", r.with.misses.join(" "));
+                let _ = writeln!(o, "  missed with notes: {}", r.with.misses.join("; "));
             }
         }
         o
@@ -588,6 +598,7 @@ mod tests {
         );
         t.add(&other, &Judged::default());
         assert_eq!((t.other, t.leaked), (2, 1));
-        assert_eq!(t.misses, ["h-x-003"]);
+        assert_eq!(t.misses.len(), 1);
+        assert!(t.misses[0].starts_with("h-x-003 ("), "{:?}", t.misses);
     }
 }
