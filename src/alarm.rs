@@ -40,6 +40,8 @@ pub enum AlarmError {
     ControlChar { field: &'static str },
     #[error("field {field} contains {ch:?}, which is not allowed in it")]
     BadChar { field: &'static str, ch: char },
+    #[error("field severity must be critical, major, minor or warning (or a bridge alert priority: emergency, alarm, caution), got {0:?}")]
+    BadSeverity(String),
     #[error("field ts must be an RFC 3339 time, got {0:?}")]
     BadTime(String),
     #[error("field {field} must be a finite number within ±1e9, got {got}")]
@@ -61,6 +63,19 @@ pub enum Severity {
 }
 
 impl Severity {
+    /// A severity as the wire writes it, in any case. Alert management
+    /// panels (IEC 62923) grade their alerts emergency alarm, alarm,
+    /// warning and caution, and plants forward those words.
+    pub fn of_wire(s: &str) -> Option<Severity> {
+        match s.trim().to_lowercase().as_str() {
+            "critical" | "emergency" | "emergency alarm" => Some(Severity::Critical),
+            "major" | "alarm" => Some(Severity::Major),
+            "minor" | "caution" => Some(Severity::Minor),
+            "warning" => Some(Severity::Warning),
+            _ => None,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Severity::Critical => "critical",
@@ -99,7 +114,7 @@ struct Wire {
     ts: Option<String>,
     equipment: Option<String>,
     code: Option<String>,
-    severity: Option<Severity>,
+    severity: Option<String>,
     kind: Option<String>,
     value: Option<serde_json::Number>,
     unit: Option<String>,
@@ -185,6 +200,8 @@ pub fn parse(
     let severity = wire
         .severity
         .ok_or(AlarmError::Missing { field: "severity" })?;
+    let severity = Severity::of_wire(&severity)
+        .ok_or_else(|| AlarmError::BadSeverity(severity.chars().take(40).collect()))?;
     let kind = wire
         .kind
         .map(|k| short_text("kind", k, MAX_KIND))
@@ -324,6 +341,27 @@ mod tests {
     const OK: &str = r#"{"id":"a1","ts":"2026-11-30T04:12:00Z","equipment":"ME1","code":"ME-JCW-TEMP-HI","severity":"major","kind":"main_engine_cooling","value":93.5,"unit":"degC","threshold":90,"message":"主机缸套水出口温度高"}"#;
 
     #[test]
+    fn an_alert_panels_priorities_and_any_case_are_severities() {
+        for (wire, want) in [
+            ("alarm", Severity::Major),
+            ("ALARM", Severity::Major),
+            ("Emergency alarm", Severity::Critical),
+            ("caution", Severity::Minor),
+            (" Warning ", Severity::Warning),
+            ("CRITICAL", Severity::Critical),
+        ] {
+            let p = OK.replace(r#""severity":"major""#, &format!(r#""severity":{wire:?}"#));
+            let a = parse(p.as_bytes(), None, 8192).unwrap();
+            assert_eq!(a.severity, want, "{wire}");
+            // The diagnosis copies the severity in the contract's words.
+            assert_eq!(serde_json::to_value(a.severity).unwrap(), want.as_str());
+        }
+        let p = OK.replace(r#""severity":"major""#, r#""severity":"high""#);
+        let e = parse(p.as_bytes(), None, 8192).unwrap_err();
+        assert!(e.to_string().contains("field severity"), "{e}");
+    }
+
+    #[test]
     fn valid_alarm_parses() {
         let a = parse(OK.as_bytes(), Some("ME1"), 8192).unwrap();
         assert_eq!(a.severity, Severity::Major);
@@ -372,7 +410,7 @@ mod tests {
         let p = OK.replace(r#""severity":"major""#, r#""severity":"panic""#);
         assert!(matches!(
             parse(p.as_bytes(), None, 8192),
-            Err(AlarmError::Json(_))
+            Err(AlarmError::BadSeverity(s)) if s == "panic"
         ));
     }
 
@@ -414,9 +452,8 @@ mod tests {
         for pad in ["", "x", "xy"] {
             let long = format!("{pad}{}", "主".repeat(300));
             let as_string = format!("{long:?}");
-            let as_severity =
-                OK.replace(r#""severity":"major""#, &format!(r#""severity":{long:?}"#));
-            for p in [as_string, as_severity] {
+            let as_value = OK.replace(r#""value":93.5"#, &format!(r#""value":{long:?}"#));
+            for p in [as_string, as_value] {
                 match parse(p.as_bytes(), None, 8192) {
                     Err(AlarmError::Json(m)) => {
                         assert_eq!(m.chars().count(), 200, "{m}");
