@@ -29,17 +29,17 @@ pub struct Reading {
     /// by a trend.
     pub way: Option<Deviation>,
     pub quantity: Option<Quantity>,
-    /// The medium of the first clause of `faulty` that says a way in
-    /// words, else of its first clause, which states the alarm: a watch
-    /// log's other readings name other media (`fuel rack at max, LO 4.1
-    /// bar` after a frequency alarm).
+    /// The medium of the clause that states the fault (`fault_clause`): a
+    /// watch log's other readings name other media (`fuel rack at max, LO
+    /// 4.1 bar` after a frequency alarm).
     pub medium: Option<Medium>,
     /// The quantity the reading's unit measures: a reading in a unit of one
     /// quantity measures it, so a leak alarm is a leak detector's, whatever
     /// its pipe's pressure (`high-pressure fuel pipe leakage`).
     pub unit_quantity: Option<Quantity>,
     /// The way and the quantity `faulty` says: the fault's, without the
-    /// readings a log found fine.
+    /// readings a log found fine; the quantity of the clause that states
+    /// the fault (`medium`), not of another reading the log lists.
     pub faulty_way: Option<Deviation>,
     pub faulty_quantity: Option<Quantity>,
     /// The way the alarm's own value left its threshold, whatever its
@@ -54,6 +54,16 @@ pub struct Reading {
     pub(super) alarms: Alarms,
     /// The message's terms weighed against `alarms`.
     pub(super) terms: Terms,
+}
+
+/// The clause of `faulty` that states the fault: the first that says a
+/// way in words, else the first, which states the alarm. A watch log then
+/// lists other readings, of other quantities and media.
+fn fault_clause(faulty: &str) -> Option<&str> {
+    let mut clauses = crate::reading::clauses(faulty);
+    crate::reading::clauses(faulty)
+        .find(|c| Deviation::of_message(c).is_some())
+        .or_else(|| clauses.next())
 }
 
 impl Reading {
@@ -76,10 +86,8 @@ impl Reading {
             .or_else(|| clause_first(&message, Deviation::of_message))
             .or_else(|| clause_first(&faulty, Deviation::of_trend));
         let quantity = Quantity::of_alarm(alarm, &message);
-        let medium = crate::reading::clauses(&faulty)
-            .find(|c| Deviation::of_message(c).is_some())
-            .or_else(|| crate::reading::clauses(&faulty).next())
-            .and_then(Medium::of_message);
+        let stated = fault_clause(&faulty);
+        let medium = stated.and_then(Medium::of_message);
         let unit_quantity = alarm.unit.as_deref().and_then(Quantity::of_unit);
         // Read in what was not found fine only: `discharge pressure low …
         // checked: normal` implies nothing. A reading in a unit of no one
@@ -93,7 +101,7 @@ impl Reading {
             .filter(|_| unit_known)
             .or_else(|| clause_first(&faulty, Deviation::of_message))
             .or_else(|| clause_first(&faulty, Deviation::of_trend));
-        let faulty_quantity = Quantity::of_alarm(alarm, &faulty);
+        let faulty_quantity = Quantity::of_alarm(alarm, stated.unwrap_or_default());
         let faulty_said = format!(
             "{faulty} {}",
             implied(faulty_quantity, faulty_way, differential(&faulty))

@@ -506,6 +506,15 @@ mod tests {
         let notes = SiteNotes::from_notes(vec![confirmed("n", "FWG-SAL-H", first)]);
         let e = Examples::default();
         assert_eq!(ids(&about(&notes, &alarm("FWG-SAL-H", again), &e)), ["n"]);
+        // Nor do the other quantities it lists: a pump's current after a
+        // tank's level.
+        let tank = SiteNotes::from_notes(vec![confirmed(
+            "t",
+            "SG2-TK-LL",
+            "Steering oil tank low level alarm, topped up 12 L, pump running 38 A",
+        )]);
+        let again = "Oiler reported steering hyd tank low again, 10 L added, motor current 37 A";
+        assert_eq!(ids(&about(&tank, &alarm("SG2-TK-LL", again), &e)), ["t"]);
         // A medium the fault's own clause names still parts two faults.
         let lo = SiteNotes::from_notes(vec![confirmed(
             "lo",

@@ -413,6 +413,33 @@ impl Index {
         self.section_of(&hit.doc, hit, kind, None)
     }
 
+    /// Every part of the section `hit` is a part of (the section itself when
+    /// it is whole), in index order.
+    pub fn parts(&self, hit: &Hit) -> Vec<Hit> {
+        let Some(d) = self.raw.docs.iter().find(|d| d.id == hit.doc) else {
+            return vec![hit.clone()];
+        };
+        let (code, kind) = (hit.section.code(), hit.section.list());
+        (d.first_passage..d.first_passage + d.n_passages)
+            .filter_map(|pid| {
+                let p = self.raw.passage(pid).ok()?;
+                let section = Section::from(p.section);
+                let same = !section.heading().trim().is_empty()
+                    && section.code() == code
+                    && section.list() == kind;
+                same.then(|| Hit {
+                    passage: pid,
+                    doc: d.id.clone(),
+                    section,
+                    score: hit.score,
+                    text: p.text,
+                    lang: d.lang.clone(),
+                    title: d.title.clone(),
+                })
+            })
+            .collect()
+    }
+
     /// The passage of document `doc` about `like`'s alarm code holding a
     /// list of `kind`, of the given part (None: the first that exists).
     fn section_of(&self, doc: &str, like: &Hit, kind: ListKind, part: Option<&str>) -> Option<Hit> {
@@ -485,6 +512,25 @@ pub fn with_both_lists(index: &Index, mut hits: Vec<Hit>) -> Vec<Hit> {
         }
     }
     hits
+}
+
+/// `hits` with the parts they lack of each causes section they hold a part
+/// of: a confirmed item (`diagnosis::site`) may be in a part retrieval did
+/// not rank, and its text and source are the manual's only there. Not for
+/// a prompt: every passage costs the model its tokens.
+pub fn with_every_part(index: &Index, hits: &[Hit]) -> Vec<Hit> {
+    let mut out = hits.to_vec();
+    for h in hits
+        .iter()
+        .filter(|h| h.section.is_causes() && !h.section.part().is_empty())
+    {
+        for p in index.parts(h) {
+            if !out.iter().any(|o| o.passage == p.passage) {
+                out.push(p);
+            }
+        }
+    }
+    out
 }
 
 /// The prompt's passages in the alarm's language: a passage of the other
@@ -813,6 +859,42 @@ mod tests {
         let kept = covering_passages(&idx, hits, "ME-LO-PRES-LO");
         let sections: Vec<&str> = kept.iter().map(|h| h.section.heading()).collect();
         assert_eq!(sections, ["ME-LO-PRES-LO causes", "ME-LO-PRES-LO checks"]);
+    }
+
+    #[test]
+    fn a_split_causes_section_gets_the_parts_retrieval_left_out() {
+        let items: Vec<String> = (1..=9)
+            .map(|n| format!("{n}) cause number {n}, a worn or fouled part of the lube oil system that the crew must inspect, clean and replace"))
+            .collect();
+        let text = format!(
+            "## ME-LO-PRES-LO causes\nCauses: {}.\n## ME-LO-PRES-LO checks\nChecks: 1) Read the gauge.\n",
+            items.join("; ")
+        );
+        let docs = vec![doc(
+            "lube-en",
+            "main_engine_lube_oil",
+            "ME-LO-PRES-LO",
+            "en",
+            &text,
+        )];
+        let idx = Index::from_bytes(index::build(&docs).unwrap()).unwrap();
+        let all = idx.search(&Query::from_text("lube oil cause"), 20).unwrap();
+        let parts: Vec<&Hit> = all.iter().filter(|h| h.section.is_causes()).collect();
+        assert!(parts.len() > 1, "the section is split: {parts:?}");
+        let first = vec![parts[0].clone()];
+        let every = with_every_part(&idx, &first);
+        assert_eq!(every.len(), parts.len(), "{every:?}");
+        assert!(every.iter().any(|h| h.text.contains("cause number 9")));
+        assert!(every.iter().all(|h| h.section.code() == "ME-LO-PRES-LO"));
+        // Checks, and parts already there, are left as they are.
+        let checks: Vec<Hit> = all
+            .iter()
+            .filter(|h| !h.section.is_causes())
+            .cloned()
+            .collect();
+        assert_eq!(with_every_part(&idx, &checks), checks);
+        let whole: Vec<Hit> = parts.iter().map(|h| (*h).clone()).collect();
+        assert_eq!(with_every_part(&idx, &whole).len(), whole.len());
     }
 
     #[test]
