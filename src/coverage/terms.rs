@@ -281,6 +281,13 @@ const SENSES: &[&[&str]] = &[
     ],
     &["rx", "receive", "receiver", "receiving", "reception"],
     &["overload", "overloaded", "overloading"],
+    &[
+        "overheat",
+        "overheated",
+        "overheating",
+        "overtemperature",
+        "overtemp",
+    ],
     &["stuck", "seized", "jammed", "frozen"],
 ];
 
@@ -371,6 +378,7 @@ mod tests {
             ("malfunction", "failure"),
             ("tx", "transmit"),
             ("exceeds", "above"),
+            ("overheating", "overtemperature"),
         ] {
             assert!(same_word(w, s), "{w} {s}");
         }

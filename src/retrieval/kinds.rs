@@ -693,6 +693,29 @@ mod tests {
     /// A device's own status text names no machine (`+CME ERROR: 10`), but
     /// the plant's tag for it does: the tag decides when the kind and the
     /// message name none, and never over them.
+    /// A buoy's data channels are named by what they measure.
+    #[test]
+    fn a_met_channel_named_by_what_it_measures_is_the_met_sensors() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("knowledge");
+        let manuals = crate::retrieval::knowledge::load_dir(&dir).unwrap();
+        let bytes = crate::retrieval::index::build(&manuals).unwrap();
+        let index = crate::retrieval::Index::from_bytes(bytes).unwrap();
+        let class = |kind: &str| of_kind(index.docs(), kind).map(|r| r.classes);
+        for kind in [
+            "wind speed",
+            "Wind Direction",
+            "relative humidity",
+            "风速",
+            "相对湿度",
+        ] {
+            assert_eq!(class(kind), Some(classes(&["met_sensors"])), "{kind}");
+        }
+        // A ship's air is no weather's.
+        for kind in ["starting air pressure", "control air", "启动空气压力"] {
+            assert_ne!(class(kind), Some(classes(&["met_sensors"])), "{kind}");
+        }
+    }
+
     #[test]
     fn the_equipment_tag_names_the_machine_when_kind_and_message_do_not() {
         let d = docs();
