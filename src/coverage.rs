@@ -198,7 +198,7 @@ pub fn judge_in_noted(
     likeness: Option<Likeness>,
     site: Option<&SiteCover>,
 ) -> Judgement {
-    let resolved = crate::retrieval::kinds::resolve(index.docs(), alarm);
+    let resolved = equipment_of(index, alarm);
     let docs = index.docs_of_classes(&resolved.classes);
     let equipment = match (docs.is_empty(), resolved.by) {
         (false, _) => Equipment::Known(&docs),
@@ -216,10 +216,84 @@ pub fn judge_in_noted(
     )
 }
 
+/// The alarm's equipment as coverage reads it (`kinds::resolve`), except
+/// that a kind made only of words the manuals' own alarms use is no
+/// evidence of a machine without a manual: a quantity (`频率`, `pressure`)
+/// or a part (`burner`) of a manual's machine. The text decides then, as
+/// for a kind that maps to nothing.
+pub fn equipment_of(index: &Index, alarm: &Alarm) -> crate::retrieval::kinds::Resolution {
+    use crate::retrieval::kinds::{resolve, Resolution};
+    let resolved = resolve(index.docs(), alarm);
+    let kind = alarm.kind.as_deref().unwrap_or_default();
+    if resolved.by != By::Unlisted || !said_in_the_manuals_alarms(index, kind) {
+        return resolved;
+    }
+    let bare = Alarm {
+        kind: None,
+        ..alarm.clone()
+    };
+    Resolution {
+        kind_unmapped: true,
+        ..resolve(index.docs(), &bare)
+    }
+}
+
+/// Whether every word of `kind` is a word of some manual's own alarm texts.
+fn said_in_the_manuals_alarms(index: &Index, kind: &str) -> bool {
+    use crate::retrieval::kinds::name_words;
+    let words = name_words(kind);
+    if words.is_empty() {
+        return false;
+    }
+    let sections = index.causes_sections();
+    let alarms: Vec<&str> = sections.iter().filter_map(|(h, _)| own_alarm(h)).collect();
+    let said = name_words(&alarms.join(" "));
+    words.iter().all(|w| said.contains(w))
+}
+
 #[cfg(test)]
 mod tests {
     use super::fixtures::*;
     use super::*;
+
+    #[test]
+    fn a_kind_that_is_a_quantity_or_part_of_a_manuals_machine_is_no_machine_without_one() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("knowledge");
+        let manuals = crate::retrieval::knowledge::load_dir(&dir).unwrap();
+        let index = Index::from_bytes(crate::retrieval::index::build(&manuals).unwrap()).unwrap();
+        let raised = |kind: &str, message: &str| Alarm {
+            kind: Some(kind.into()),
+            message: Some(message.into()),
+            ..crate::test_support::alarm("DG1-HZ-LOW")
+        };
+        // A watchkeeper files a generator's frequency alarm under `频率`.
+        let a = raised(
+            "频率",
+            "1号发电机单机运行，频率掉到57.6Hz报警，负荷280kW，调速器设定没动过。",
+        );
+        let r = equipment_of(&index, &a);
+        assert_eq!(
+            (r.classes, r.by),
+            (vec!["generator".to_string()], By::Message)
+        );
+        let hits = index
+            .search(&crate::retrieval::Query::of_alarm(&a), 6)
+            .unwrap();
+        assert_ne!(judge_in(&index, &a, &hits).coverage, Coverage::None);
+        let burner = raised("burner", "Burner flame failure");
+        assert_ne!(equipment_of(&index, &burner).by, By::Unlisted);
+        // A machine no manual speaks of is still one.
+        for (kind, message) in [
+            ("焚烧炉", "焚烧炉熄火报警"),
+            ("INCINERATOR", "INCINERATOR FLAME FAIL"),
+        ] {
+            assert_eq!(
+                equipment_of(&index, &raised(kind, message)).by,
+                By::Unlisted,
+                "{kind}"
+            );
+        }
+    }
 
     #[test]
     fn the_alarms_own_code_is_covered_whatever_the_message() {

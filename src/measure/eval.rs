@@ -200,7 +200,7 @@ pub fn run_retrieval(
             Judged::of(c, j.coverage, false, j.best, j.section)
                 .ranked(c, rank)
                 .decided_by(j.rule)
-                .seen_as(crate::retrieval::kinds::resolve(index.docs(), &c.alarm).by),
+                .seen_as(crate::coverage::equipment_of(index, &c.alarm).by),
         );
         let Some(gold) = &c.gold else { continue };
         let mut plant = c.clone();

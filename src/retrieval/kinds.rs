@@ -308,7 +308,7 @@ fn by_words(docs: &[DocMeta], text: &str) -> Option<String> {
 
 /// A name's words for sharing: lowercased, a plural's `s` dropped, three
 /// letters at least; and each pair of adjacent Chinese characters.
-fn name_words(text: &str) -> Vec<String> {
+pub(crate) fn name_words(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut word = String::new();
     let mut cjk: Vec<char> = Vec::new();
