@@ -416,42 +416,37 @@ impl Index {
     /// Every part of the section `hit` is a part of (the section itself when
     /// it is whole), in index order.
     pub fn parts(&self, hit: &Hit) -> Vec<Hit> {
-        let Some(d) = self.raw.docs.iter().find(|d| d.id == hit.doc) else {
-            return vec![hit.clone()];
-        };
-        let (code, kind) = (hit.section.code(), hit.section.list());
-        (d.first_passage..d.first_passage + d.n_passages)
-            .filter_map(|pid| {
-                let p = self.raw.passage(pid).ok()?;
-                let section = Section::from(p.section);
-                let same = !section.heading().trim().is_empty()
-                    && section.code() == code
-                    && section.list() == kind;
-                same.then(|| Hit {
-                    passage: pid,
-                    doc: d.id.clone(),
-                    section,
-                    score: hit.score,
-                    text: p.text,
-                    lang: d.lang.clone(),
-                    title: d.title.clone(),
-                })
-            })
-            .collect()
+        match hit.section.list() {
+            Some(kind) => self.sections_of(&hit.doc, hit, kind).collect(),
+            None => vec![hit.clone()],
+        }
     }
 
     /// The passage of document `doc` about `like`'s alarm code holding a
     /// list of `kind`, of the given part (None: the first that exists).
     fn section_of(&self, doc: &str, like: &Hit, kind: ListKind, part: Option<&str>) -> Option<Hit> {
-        let d = self.raw.docs.iter().find(|d| d.id == doc)?;
+        self.sections_of(doc, like, kind)
+            .find(|h| part.is_none_or(|part| h.section.part() == part))
+    }
+
+    /// The passages of document `doc` about `like`'s alarm code holding a
+    /// list of `kind`: every part of it, in index order.
+    fn sections_of<'s>(
+        &'s self,
+        doc: &str,
+        like: &'s Hit,
+        kind: ListKind,
+    ) -> impl Iterator<Item = Hit> + 's {
+        let d = self.raw.docs.iter().find(|d| d.id == doc);
+        let pids = d.map_or(0..0, |d| d.first_passage..d.first_passage + d.n_passages);
         let code = like.section.code();
-        (d.first_passage..d.first_passage + d.n_passages).find_map(|pid| {
+        pids.filter_map(move |pid| {
+            let d = d?;
             let p = self.raw.passage(pid).ok()?;
             let section = Section::from(p.section);
             let same = !section.heading().trim().is_empty()
                 && section.code() == code
-                && section.list() == Some(kind)
-                && part.is_none_or(|part| section.part() == part);
+                && section.list() == Some(kind);
             same.then(|| Hit {
                 passage: pid,
                 doc: d.id.clone(),
