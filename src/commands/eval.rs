@@ -70,6 +70,13 @@ fn eval_retrieval(
     for m in &r.prompt_misses {
         writeln!(out, "not in the prompt: {m}")?;
     }
+    if r.unnamed_misses > 0 {
+        writeln!(
+            out,
+            "held-out cases missed by the ranking or the prompt: {}, not named (a held-out case read is tuning)",
+            r.unnamed_misses
+        )?;
+    }
     writeln!(
         out,
         "all retrieval passes p50 {:.0} us; coverage judgement p50 {:.0} us p99 {:.0} us (no model step)",

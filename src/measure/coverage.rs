@@ -210,21 +210,34 @@ impl Tally {
 pub struct Part {
     #[serde(flatten)]
     pub tally: Tally,
-    /// "case: truth -> said (best 0.50 at doc § section, rule related)".
+    /// Covered faults said covered by another fault's section, held out
+    /// or not.
+    pub elsewhere_count: usize,
+    /// "case: truth -> said (best 0.50 at doc § section, rule related)",
+    /// of tuning cases only.
     pub misjudged: Vec<String>,
-    /// Covered faults said covered by another fault's section
-    /// ("case: covered by doc § section").
+    /// Covered faults said covered by another fault's section ("case:
+    /// covered by doc § section"), of tuning cases only.
     pub elsewhere: Vec<String>,
+    /// Held-out cases misjudged or covered elsewhere: counted, never named,
+    /// since a held-out case whose miss was read is held out no longer.
+    pub unnamed: usize,
 }
 
 impl Part {
     fn add(&mut self, j: &Judged) {
         self.tally.add(j);
+        self.elsewhere_count += usize::from(j.elsewhere);
+        let misjudged = (j.truth == Coverage::Covered) != (j.said == Coverage::Covered);
+        if j.held_out {
+            self.unnamed += usize::from(misjudged || j.elsewhere);
+            return;
+        }
         if j.elsewhere {
             self.elsewhere
                 .push(format!("{}: covered by {}", j.case, said_at(j)));
         }
-        if (j.truth == Coverage::Covered) != (j.said == Coverage::Covered) {
+        if misjudged {
             self.misjudged.push(format!(
                 "{}: {} -> {} (best {:.2} at {}{})",
                 j.case,
@@ -273,7 +286,7 @@ impl Part {
         let _ = writeln!(
             o,
             "  covered faults said covered by another fault's section: {}",
-            self.elsewhere.len()
+            self.elsewhere_count
         );
         if !t.rules.is_empty() {
             let fired: Vec<String> = t
@@ -288,6 +301,13 @@ impl Part {
         }
         for m in &self.elsewhere {
             let _ = writeln!(o, "  elsewhere {m}");
+        }
+        if self.unnamed > 0 {
+            let _ = writeln!(
+                o,
+                "  held-out cases misjudged or covered elsewhere: {}, not named (a held-out case read is tuning)",
+                self.unnamed
+            );
         }
         o
     }
@@ -585,6 +605,33 @@ mod tests {
     }
 
     #[test]
+    fn a_held_out_miss_is_counted_but_never_named() {
+        use Coverage::*;
+        let mut held = j(Covered, Related, true, true, false);
+        held.case = "held-7".into();
+        let mut elsewhere = j(Covered, Covered, true, true, false);
+        elsewhere.case = "held-8".into();
+        elsewhere.elsewhere = true;
+        let mut tuning = j(Covered, Related, false, true, false);
+        tuning.case = "tune-3".into();
+        let r = CoverageReport::of(&[held, elsewhere, tuning]);
+        assert_eq!(r.held_out.tally.table[0], [1, 1, 0]);
+        assert_eq!((r.held_out.unnamed, r.held_out.elsewhere_count), (2, 1));
+        assert!(r.held_out.misjudged.is_empty() && r.held_out.elsewhere.is_empty());
+        let text = r.text();
+        assert!(text.contains("misjudged tune-3"), "{text}");
+        assert!(
+            !text.contains("held-7") && !text.contains("held-8"),
+            "{text}"
+        );
+        assert!(
+            text.contains("said covered by another fault's section: 1"),
+            "{text}"
+        );
+        assert!(text.contains("covered elsewhere: 2, not named"), "{text}");
+    }
+
+    #[test]
     fn the_table_counts_truth_against_said_per_part() {
         use Coverage::*;
         let r = CoverageReport::of(&[
@@ -605,6 +652,7 @@ mod tests {
         assert_eq!((t.covered_said_covered, t.covered), (2, 3));
         assert_eq!(r.tuning.misjudged.len(), 2);
         let h = &r.held_out.tally;
+        assert_eq!(r.held_out.unnamed, 0);
         assert_eq!(h.table, [[0, 0, 0], [0, 0, 0], [0, 0, 1]]);
         assert_eq!((h.uncovered_ok, h.uncovered), (1, 1));
         assert!(r

@@ -134,6 +134,8 @@ pub struct ClassStats {
     pub cases: usize,
     pub hit1: usize,
     pub hit3: usize,
+    /// Tuning cases' misses only: a held-out case whose miss was read is
+    /// held out no longer (`RetrievalReport::unnamed_misses` counts them).
     pub misses: Vec<String>,
 }
 
@@ -149,7 +151,11 @@ pub struct RetrievalReport {
     /// Gold among the passages the prompt gets, all passes applied as in
     /// the daemon (`retrieval::passages_for`, top 3).
     pub prompt_hit_at_3: f64,
+    /// Tuning cases' gold sections the prompt lacks.
     pub prompt_misses: Vec<String>,
+    /// Held-out cases missed by the ranking's top 3 or the prompt: counted,
+    /// never named.
+    pub unnamed_misses: usize,
     pub p50_us: f64,
     pub p99_us: f64,
     /// The whole of the daemon's retrieval (`passages_for`), and the
@@ -179,6 +185,7 @@ pub fn run_retrieval(
     let mut per_class: BTreeMap<String, ClassStats> = BTreeMap::new();
     let (mut h1, mut h3, mut p3, mut with_gold) = (0, 0, 0, 0);
     let mut prompt_misses = Vec::new();
+    let mut unnamed_misses = 0;
     let mut lat = Vec::with_capacity(cases.len());
     let (mut judged, mut plant_judged) = (Vec::new(), Vec::new());
     let (mut passes_lat, mut coverage_lat) = (Vec::new(), Vec::new());
@@ -210,9 +217,13 @@ pub fn run_retrieval(
         plant_judged
             .push(Judged::of(&plant, j.coverage, false, j.best, j.section).decided_by(j.rule));
         with_gold += 1;
-        if gold_rank(&prompt, &c.gold).is_some() {
+        let in_prompt = gold_rank(&prompt, &c.gold).is_some();
+        if c.held_out && (!in_prompt || rank.is_none()) {
+            unnamed_misses += 1;
+        }
+        if in_prompt {
             p3 += 1;
-        } else {
+        } else if !c.held_out {
             let got: Vec<String> = prompt
                 .iter()
                 .map(|h| format!("{}#{} ({:.1})", h.doc, h.section, h.score))
@@ -234,7 +245,7 @@ pub fn run_retrieval(
         if rank.is_some() {
             h3 += 1;
             s.hit3 += 1;
-        } else {
+        } else if !c.held_out {
             let got: Vec<String> = hits
                 .iter()
                 .map(|h| format!("{}#{}", h.doc, h.section))
@@ -260,6 +271,7 @@ pub fn run_retrieval(
         hit_at_3: h3 as f64 / n,
         prompt_hit_at_3: p3 as f64 / n,
         prompt_misses,
+        unnamed_misses,
         p50_us: percentile(&lat, 0.5),
         p99_us: percentile(&lat, 0.99),
         passages_p50_us: percentile(&passes_lat, 0.5),
@@ -552,6 +564,36 @@ mod tests {
         assert_eq!(keyword_hits("检查恒温阀和冷却器", &k), 2);
         assert_eq!(keyword_hits("Thermostat stuck", &k), 1);
         assert_eq!(keyword_hits("nothing relevant", &k), 0);
+    }
+
+    /// A held-out case read is held out no longer: its misses are counted,
+    /// a tuning case's named.
+    #[test]
+    fn a_held_out_cases_misses_are_counted_and_never_named() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("knowledge");
+        let manuals = crate::retrieval::knowledge::load_dir(&dir).unwrap();
+        let index = Index::from_bytes(crate::retrieval::index::build(&manuals).unwrap()).unwrap();
+        // A ballast pump's words, but the gold is the winch's: the ranking
+        // misses it and so does the prompt.
+        let line = |case: &str, held: bool| {
+            format!(
+                r#"{{"case": "{case}", "lang": "en", "class": "winch", "coverage": "covered", "held_out": {held}, "alarm": {{"id": "{case}", "ts": "2026-12-01T00:00:00Z", "equipment": "BP-2", "code": "PT-1", "severity": "major", "kind": "ballast", "message": "ballast pump discharge pressure low"}}, "gold": {{"doc": "winch-en", "section": "WIN-LVLWIND-FAULT causes"}}}}"#
+            )
+        };
+        let text = format!("{}\n{}\n", line("held-9", true), line("tune-9", false));
+        let cases = crate::cases::parse(&text, std::path::Path::new("c.jsonl")).unwrap();
+        let r = run_retrieval(&index, &cases, None).unwrap();
+        let named: Vec<&String> = r
+            .per_class
+            .values()
+            .flat_map(|s| &s.misses)
+            .chain(&r.prompt_misses)
+            .collect();
+        assert_eq!(named.len(), 2, "{named:?}");
+        assert!(named.iter().all(|m| m.starts_with("tune-9")), "{named:?}");
+        assert_eq!(r.unnamed_misses, 1);
+        assert_eq!(r.coverage.held_out.unnamed, 1);
+        assert!(!r.coverage.text().contains("held-9"));
     }
 
     #[test]
