@@ -18,21 +18,25 @@ use crate::retrieval::Hit;
 /// values.
 pub const SCORE_AT: f32 = 20.0;
 pub const AHEAD_AT: f32 = 0.3;
-/// The alarm's equipment's best-scored causes section, and how far ahead of
-/// the best section (causes or checks) of any other fault it is, as a share
-/// of its score (1 when no other fault's section was retrieved).
+/// The alarm's equipment's best-scored causes section, and how far its
+/// fault is ahead of the best section (causes or checks) of any other fault,
+/// as a share of the fault's score (1 when no other fault's section was
+/// retrieved). The fault scores as its best section, causes or checks: a
+/// device's status text (`weak signal strength, below weak signal limit`)
+/// may read like what to check more than like the causes, and either is
+/// retrieval saying which fault it is.
 pub(super) fn ahead<'h>(hits: &'h [Hit], mine: &dyn Fn(&Hit) -> bool) -> Option<(&'h Hit, f32)> {
     let causes = || hits.iter().filter(|h| h.section.is_causes());
     let top = causes()
         .filter(|h| mine(h))
         .max_by(|a, b| a.score.total_cmp(&b.score))?;
     let code = top.section.code();
-    let other = hits
+    let (of_fault, others): (Vec<&Hit>, Vec<&Hit>) = hits
         .iter()
-        .filter(|h| !h.section.code().eq_ignore_ascii_case(code))
-        .map(|h| h.score)
-        .fold(0.0, f32::max);
-    (top.score > 0.0).then(|| (top, (top.score - other) / top.score))
+        .partition(|h| h.section.code().eq_ignore_ascii_case(code));
+    let best = |hs: &[&Hit]| hs.iter().map(|h| h.score).fold(0.0, f32::max);
+    let (fault, other) = (best(&of_fault), best(&others));
+    (fault > 0.0).then(|| (top, (fault - other) / fault))
 }
 
 #[cfg(test)]
@@ -70,6 +74,44 @@ mod tests {
         assert_ne!(
             judge(&a, &far, Equipment::Unknown).coverage,
             Coverage::Covered
+        );
+    }
+
+    /// The fault's checks section ranked first speaks for it as its causes
+    /// section would: a device's status text reads like what to check.
+    #[test]
+    fn a_fault_ranked_ahead_by_its_checks_section_is_the_fault() {
+        let d = docs(&["ballast-en", "ballast-zh"]);
+        let a = alarm("AL-77", "BV12 stays shut after open command");
+        let checks = |code: &str, score: f32| Hit {
+            score,
+            ..crate::test_support::hit(&format!("{code} checks"), "1) Check the valve.")
+        };
+        // Its causes section alone leads by 20%: not enough.
+        let mut hits = scored(ballast(), &[20.0, 25.0]);
+        assert_eq!(
+            judge(&a, &hits, Equipment::Known(&d)).coverage,
+            Coverage::Related
+        );
+        // Its checks section at 30 leads by a third.
+        hits.push(Hit {
+            doc: "ballast-en".into(),
+            ..checks("BAL-VLV-FAIL", 30.0)
+        });
+        let j = judge(&a, &hits, Equipment::Known(&d));
+        assert_eq!(j.coverage, Coverage::Covered, "{j:?}");
+        assert_eq!(
+            j.section.as_ref().map(ToString::to_string).as_deref(),
+            Some("ballast-en § BAL-VLV-FAIL causes")
+        );
+        // Another fault's checks section as high takes the lead away.
+        hits.push(Hit {
+            doc: "ballast-en".into(),
+            ..checks("BAL-PUMP-PRES-LO", 28.0)
+        });
+        assert_eq!(
+            judge(&a, &hits, Equipment::Known(&d)).coverage,
+            Coverage::Related
         );
     }
 
