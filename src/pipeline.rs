@@ -24,7 +24,7 @@ use crate::llm::{GenOutput, GenRequest, LlmError, Model, Slot, SlotCounters, Slo
 use crate::notes::{Note, SiteNotes};
 use crate::prompt::{self, strip_think};
 use crate::retrieval::knowledge::ListKind;
-use crate::retrieval::{with_every_part as every_part, Hit, Index, LiveIndex};
+use crate::retrieval::{with_every_part, Hit, Index, LiveIndex};
 
 /// The pipeline's counters, published on the status topic: answers by kind
 /// and the slots' health. What the daemon counts of its intake is the
@@ -450,8 +450,7 @@ impl Pipeline {
         if cov == Coverage::None {
             let mut diagnosis = self.unmatched(alarm, retrieval_ms);
             diagnosis.coverage_rule = Some(judged.rule);
-            let diagnosis =
-                crate::diagnosis::site::apply(diagnosis, &site, alarm, &every_part(&index, &hits));
+            let diagnosis = with_site(diagnosis, &site, alarm, &index, &hits);
             return Some(Trace {
                 diagnosis,
                 first: None,
@@ -463,12 +462,7 @@ impl Pipeline {
         let mut tr = self.answer(slot, alarm, run, hits, retrieval_ms).await?;
         tr.diagnosis = diagnosis::with_coverage(tr.diagnosis, cov, alarm, &tr.hits);
         tr.diagnosis.coverage_rule = Some(judged.rule);
-        tr.diagnosis = crate::diagnosis::site::apply(
-            tr.diagnosis,
-            &site,
-            alarm,
-            &every_part(&index, &tr.hits),
-        );
+        tr.diagnosis = with_site(tr.diagnosis, &site, alarm, &index, &tr.hits);
         Some(tr)
     }
 
@@ -573,7 +567,7 @@ impl Pipeline {
         let cov = judged.coverage;
         if cov == Coverage::None {
             let d = self.unmatched(alarm, retrieval_ms);
-            return crate::diagnosis::site::apply(d, &site, alarm, &every_part(&index, &hits));
+            return with_site(d, &site, alarm, &index, &hits);
         }
         let hits = match (cov, &judged.section, &judged.note) {
             (Coverage::Covered, Some(s), Some(_)) => {
@@ -588,12 +582,7 @@ impl Pipeline {
         };
         let d = diagnosis::from_passages(alarm, &hits, Mode::Triage, &self.model.info.name, t);
         let d = diagnosis::with_coverage(d, cov, alarm, &hits);
-        self.count(crate::diagnosis::site::apply(
-            d,
-            &site,
-            alarm,
-            &every_part(&index, &hits),
-        ))
+        self.count(with_site(d, &site, alarm, &index, &hits))
     }
 
     fn count(&self, d: Diagnosis) -> Diagnosis {
@@ -832,6 +821,23 @@ fn describe(f: &SlotFailure) -> String {
         SlotFailure::Failed(e) => e.to_string(),
         SlotFailure::Preempted => LlmError::Preempted.to_string(),
     }
+}
+
+/// What the site notes say of the fault, applied to `d` over every part of
+/// the passages' causes sections (`retrieval::with_every_part`: a
+/// confirmed item may be in a part retrieval did not rank), which is looked
+/// up only when the notes say something.
+fn with_site(
+    d: Diagnosis,
+    site: &crate::diagnosis::site::Site,
+    alarm: &Alarm,
+    index: &Index,
+    hits: &[Hit],
+) -> Diagnosis {
+    if site.is_silent() {
+        return d;
+    }
+    crate::diagnosis::site::apply(d, site, alarm, &with_every_part(index, hits))
 }
 
 #[cfg(test)]

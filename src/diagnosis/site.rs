@@ -76,6 +76,14 @@ pub struct Site {
     pub covering: Option<String>,
 }
 
+impl Site {
+    /// Whether the notes say nothing of the fault: `apply` leaves the
+    /// diagnosis as it is.
+    pub fn is_silent(&self) -> bool {
+        self.causes.is_empty() && self.covering.is_none()
+    }
+}
+
 /// The crew's causes offered for one alarm, at most: the latest first.
 pub const MAX_CREW_CAUSES: usize = 3;
 
@@ -105,7 +113,7 @@ pub fn is_site_source(source: &str) -> bool {
 /// confirmed, then latest), causes rejected here last, rated low. The
 /// actions are left as they are.
 pub fn apply(mut d: Diagnosis, site: &Site, alarm: &Alarm, hits: &[Hit]) -> Diagnosis {
-    if site.causes.is_empty() && site.covering.is_none() {
+    if site.is_silent() {
         return d;
     }
     let composed = d.summary == composed_summary(alarm, &d.probable_causes, &d.actions);
