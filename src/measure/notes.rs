@@ -383,12 +383,32 @@ impl NotesReport {
                     t.mean_model_steps
                 );
             }
-            if !r.with.misses.is_empty() {
-                let _ = writeln!(o, "  missed with notes: {}", r.with.misses.join("; "));
+            let misses = &r.with.misses;
+            match (misses.is_empty(), held_out(k)) {
+                (true, _) => {}
+                (false, false) => {
+                    let _ = writeln!(o, "  missed with notes: {}", misses.join("; "));
+                }
+                (false, true) => {
+                    let _ = writeln!(
+                        o,
+                        "  missed with notes: {}, not named (a held-out history read is tuning)",
+                        misses.len()
+                    );
+                }
             }
         }
         o
     }
+}
+
+/// Whether a report row ("writer/part", the part a history file's stem)
+/// is a held-out file's (`ams-crew-held`): its misses are counted, never
+/// named, since a held-out history whose miss was read is held out no
+/// longer.
+fn held_out(row: &str) -> bool {
+    let part = row.rsplit('/').next().unwrap_or(row);
+    part == "held" || part.ends_with("-held")
 }
 
 /// How `run` answers an alarm: with the model, or from retrieval alone.
@@ -580,6 +600,27 @@ mod tests {
         // The crew's words with a manual's source are not the note offered.
         let d = diag(&next, &[("feedback link loose", "x § y #1")]);
         assert!(!judge(&c, &d).crew_offered);
+    }
+
+    #[test]
+    fn a_held_out_files_misses_are_counted_and_never_named() {
+        let other: HistoryCase = serde_json::from_str(
+            r#"{"id": "h-x-h004", "writer": "x", "kind": "other", "first": null, "truth": null, "next": {"id": "C2", "ts": "2026-09-29T15:03:48Z", "equipment": "S/G", "code": "SG-1", "severity": "minor", "message": "S/G motor overload"}}"#,
+        )
+        .unwrap();
+        let leaked = Judged {
+            note_shown: true,
+            ..Default::default()
+        };
+        let mut r = NotesReport::default();
+        for part in ["x/x-held", "x/x-tune"] {
+            let row = r.rows.entry(part.into()).or_default();
+            row.with.add(&other, &leaked);
+        }
+        let text = r.text();
+        assert_eq!(text.matches("h-x-h004").count(), 1, "{text}");
+        assert!(text.contains("missed with notes: 1, not named"), "{text}");
+        assert!(held_out("ams-crew/ams-crew-held") && !held_out("ams-crew/ams-crew-tune"));
     }
 
     #[test]
