@@ -273,7 +273,7 @@ misses = [c["id"] for c in cases if c["id"] in judged["with"] and (
     or (c["kind"] == "crew" and not judged["with"][c["id"]]["crew_offered"])
     or (c["kind"] == "other" and judged["with"][c["id"]]["note_shown"]))]
 # A held-out history whose miss was read is held out no longer: count them.
-if os.path.splitext(os.path.basename(path))[0].endswith("held"):
+if misses and os.path.splitext(os.path.basename(path))[0].endswith("held"):
     print(f"  missed with notes: {len(misses)}, not named (a held-out history read is tuning)")
 else:
     print(f"  missed with notes: {', '.join(misses) or 'none'}")
