@@ -31,11 +31,12 @@ pub(super) fn ahead<'h>(hits: &'h [Hit], mine: &dyn Fn(&Hit) -> bool) -> Option<
         .filter(|h| mine(h))
         .max_by(|a, b| a.score.total_cmp(&b.score))?;
     let code = top.section.code();
-    let (of_fault, others): (Vec<&Hit>, Vec<&Hit>) = hits
-        .iter()
-        .partition(|h| h.section.code().eq_ignore_ascii_case(code));
-    let best = |hs: &[&Hit]| hs.iter().map(|h| h.score).fold(0.0, f32::max);
-    let (fault, other) = (best(&of_fault), best(&others));
+    let (fault, other) = hits.iter().fold((0.0, 0.0), |(fault, other), h| {
+        match h.section.code().eq_ignore_ascii_case(code) {
+            true => (h.score.max(fault), other),
+            false => (fault, h.score.max(other)),
+        }
+    });
     (fault > 0.0).then(|| (top, (fault - other) / fault))
 }
 
