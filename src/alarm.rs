@@ -40,7 +40,7 @@ pub enum AlarmError {
     ControlChar { field: &'static str },
     #[error("field {field} contains {ch:?}, which is not allowed in it")]
     BadChar { field: &'static str, ch: char },
-    #[error("field severity must be critical, major, minor or warning (or a bridge alert priority: emergency, alarm, caution), got {0:?}")]
+    #[error("field severity must be critical, major, minor or warning (or an alert priority: emergency, alarm, caution; urgent, high, medium, low), got {0:?}")]
     BadSeverity(String),
     #[error("field ts must be an RFC 3339 time, got {0:?}")]
     BadTime(String),
@@ -65,13 +65,15 @@ pub enum Severity {
 impl Severity {
     /// A severity as the wire writes it, in any case. Alert management
     /// panels (IEC 62923) grade their alerts emergency alarm, alarm,
-    /// warning and caution, and plants forward those words.
+    /// warning and caution, and alarm systems managed to ISA-18.2 (IEC
+    /// 62682) give them a priority, urgent, high, medium or low: plants
+    /// forward those words.
     pub fn of_wire(s: &str) -> Option<Severity> {
         match s.trim().to_lowercase().as_str() {
-            "critical" | "emergency" | "emergency alarm" => Some(Severity::Critical),
-            "major" | "alarm" => Some(Severity::Major),
-            "minor" | "caution" => Some(Severity::Minor),
-            "warning" => Some(Severity::Warning),
+            "critical" | "emergency" | "emergency alarm" | "urgent" => Some(Severity::Critical),
+            "major" | "alarm" | "high" => Some(Severity::Major),
+            "minor" | "caution" | "medium" => Some(Severity::Minor),
+            "warning" | "low" => Some(Severity::Warning),
             _ => None,
         }
     }
@@ -341,7 +343,7 @@ mod tests {
     const OK: &str = r#"{"id":"a1","ts":"2026-11-30T04:12:00Z","equipment":"ME1","code":"ME-JCW-TEMP-HI","severity":"major","kind":"main_engine_cooling","value":93.5,"unit":"degC","threshold":90,"message":"主机缸套水出口温度高"}"#;
 
     #[test]
-    fn an_alert_panels_priorities_and_any_case_are_severities() {
+    fn alert_panels_and_alarm_priorities_in_any_case_are_severities() {
         for (wire, want) in [
             ("alarm", Severity::Major),
             ("ALARM", Severity::Major),
@@ -349,6 +351,10 @@ mod tests {
             ("caution", Severity::Minor),
             (" Warning ", Severity::Warning),
             ("CRITICAL", Severity::Critical),
+            ("URGENT", Severity::Critical),
+            ("HIGH", Severity::Major),
+            ("Medium", Severity::Minor),
+            ("low", Severity::Warning),
         ] {
             let p = OK.replace(r#""severity":"major""#, &format!(r#""severity":{wire:?}"#));
             let a = parse(p.as_bytes(), None, 8192).unwrap();
@@ -356,7 +362,7 @@ mod tests {
             // The diagnosis copies the severity in the contract's words.
             assert_eq!(serde_json::to_value(a.severity).unwrap(), want.as_str());
         }
-        let p = OK.replace(r#""severity":"major""#, r#""severity":"high""#);
+        let p = OK.replace(r#""severity":"major""#, r#""severity":"severe""#);
         let e = parse(p.as_bytes(), None, 8192).unwrap_err();
         assert!(e.to_string().contains("field severity"), "{e}");
     }
