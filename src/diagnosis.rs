@@ -522,10 +522,17 @@ pub fn unmatched(alarm: &Alarm, model: &str, timings: Timings) -> Diagnosis {
 }
 
 /// A diagnosis as its coverage makes it. A "related" answer rates no cause
-/// `high` (it is another fault's cause) and its summary opens by saying, in
-/// the alarm's language, that the manuals have no section for this fault
-/// and which sections it draws on (its sources, or the passages when it
-/// cites none); each cause keeps its `source`. A covered one is unchanged.
+/// `high` (it may be another fault's cause) and its summary opens by saying,
+/// in the alarm's language, that no section names this fault as the alarm
+/// words it and which sections it draws on (its sources, or the passages
+/// when it cites none); each cause keeps its `source`. A covered one is
+/// unchanged.
+///
+/// The note says what the judgement found, never that the manuals lack the
+/// fault: coverage reads words, and a fault the manuals cover, raised in a
+/// device's or a plant's own words, can be judged related. Told that the
+/// manuals have no section for it, the crew would not read the section the
+/// answer cites.
 pub fn with_coverage(
     mut d: Diagnosis,
     coverage: Coverage,
@@ -561,15 +568,18 @@ pub fn with_coverage(
     }
     let note = match (in_chinese(alarm), drawn.is_empty()) {
         (false, false) => format!(
-            "Not in the manuals: they have no section for this fault. This answer draws on the sections for other faults: {}.",
+            "Not found in the manuals: no section names this fault as the alarm words it. This answer draws on the nearest sections, which may be other faults': {}.",
             drawn.join("; ")
         ),
-        (false, true) => "Not in the manuals: they have no section for this fault.".to_string(),
+        (false, true) => {
+            "Not found in the manuals: no section names this fault as the alarm words it."
+                .to_string()
+        }
         (true, false) => format!(
-            "手册中没有此故障的章节。本回答参照其他故障的章节：{}。",
+            "手册中未找到按此报警措辞所写的故障章节。本回答参照最接近的章节，可能属于其他故障：{}。",
             drawn.join("；")
         ),
-        (true, true) => "手册中没有此故障的章节。".to_string(),
+        (true, true) => "手册中未找到按此报警措辞所写的故障章节。".to_string(),
     };
     d.summary = format!("{note} {}", d.summary);
     d
@@ -774,7 +784,7 @@ mod tests {
         assert_eq!(r.probable_causes[0].likelihood, "medium");
         assert_eq!(r.probable_causes[0].source, d.probable_causes[0].source);
         assert!(
-            r.summary.starts_with("手册中没有此故障的章节。本回答参照其他故障的章节：BAL-VLV-FAIL 原因 (ballast-zh)。"),
+            r.summary.starts_with("手册中未找到按此报警措辞所写的故障章节。本回答参照最接近的章节，可能属于其他故障：BAL-VLV-FAIL 原因 (ballast-zh)。"),
             "{}",
             r.summary
         );
@@ -784,7 +794,7 @@ mod tests {
             ..zh.clone()
         };
         let r = with_coverage(d.clone(), Coverage::Related, &en, &hits);
-        assert!(r.summary.starts_with("Not in the manuals: they have no section for this fault. This answer draws on the sections for other faults: BAL-VLV-FAIL 原因 (ballast-zh)."), "{}", r.summary);
+        assert!(r.summary.starts_with("Not found in the manuals: no section names this fault as the alarm words it. This answer draws on the nearest sections, which may be other faults': BAL-VLV-FAIL 原因 (ballast-zh)."), "{}", r.summary);
         // Covered: only the field changes.
         let c = with_coverage(d.clone(), Coverage::Covered, &en, &hits);
         assert_eq!(c, d);

@@ -303,11 +303,16 @@ fn render(v: &View) -> String {
         "{head}{}",
         "=".repeat(72usize.saturating_sub(head.chars().count()))
     );
-    // An answer no section of the manuals is about says so before anything
-    // else: its summary opens with it, and it leads the text.
+    // An answer no section of the manuals was found about says so before
+    // anything else: its summary opens with it, and it leads the text. A
+    // related one was not found by its words (its fault may still be
+    // there); nothing at all was found for one with none.
     match v.coverage.as_str() {
-        "related" | "none" => {
-            let _ = writeln!(o, "NOT IN THE MANUALS ({}): {}", v.coverage, v.summary);
+        "related" => {
+            let _ = writeln!(o, "NOT FOUND IN THE MANUALS (related): {}", v.summary);
+        }
+        "none" => {
+            let _ = writeln!(o, "NOT IN THE MANUALS (none): {}", v.summary);
         }
         _ => {
             let _ = writeln!(o, "Summary: {}", v.summary);
@@ -569,13 +574,13 @@ mod tests {
     #[test]
     fn an_answer_the_manuals_do_not_cover_says_so_on_its_first_line() {
         let mut v: serde_json::Value = serde_json::from_str(&full_en()).unwrap();
-        v["summary"] = serde_json::json!("手册中没有此故障的章节。本回答参照其他故障的章节：BAL-PUMP-PRES-LO 原因 (ballast-zh)。 压载泵无法启动。");
+        v["summary"] = serde_json::json!("手册中未找到按此报警措辞所写的故障章节。本回答参照最接近的章节，可能属于其他故障：BAL-PUMP-PRES-LO 原因 (ballast-zh)。 压载泵无法启动。");
         v["coverage"] = serde_json::json!("related");
         let text = render_line(1, &v.to_string()).unwrap().unwrap();
         let first = text.lines().nth(1).unwrap();
         assert_eq!(
             first,
-            "NOT IN THE MANUALS (related): 手册中没有此故障的章节。本回答参照其他故障的章节：BAL-PUMP-PRES-LO 原因 (ballast-zh)。 压载泵无法启动。"
+            "NOT FOUND IN THE MANUALS (related): 手册中未找到按此报警措辞所写的故障章节。本回答参照最接近的章节，可能属于其他故障：BAL-PUMP-PRES-LO 原因 (ballast-zh)。 压载泵无法启动。"
         );
         assert!(!text.contains("Summary:"), "{text}");
         assert!(text.contains("· coverage: related"), "{text}");

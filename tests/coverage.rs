@@ -47,7 +47,9 @@ async fn uncovered_faults_are_said_related_or_none_with_no_cause_rated_high() {
     }
     let summary = related["summary"].as_str().unwrap();
     assert!(
-        summary.starts_with("手册中没有此故障的章节。本回答参照其他故障的章节："),
+        summary.starts_with(
+            "手册中未找到按此报警措辞所写的故障章节。本回答参照最接近的章节，可能属于其他故障："
+        ),
         "{summary}"
     );
     assert!(summary.contains("ballast-zh"), "{summary}");
@@ -111,7 +113,7 @@ async fn uncovered_faults_are_said_related_or_none_with_no_cause_rated_high() {
         !covered["summary"]
             .as_str()
             .unwrap()
-            .starts_with("Not in the manuals"),
+            .starts_with("Not found in the manuals"),
         "{covered}"
     );
 
