@@ -659,9 +659,13 @@ const SPARE_HITS: usize = 3;
 pub fn passages_for(index: &Index, alarm: &Alarm, k: usize) -> Result<Vec<Hit>, IndexError> {
     let q = Query::of_alarm(alarm);
     let hits = index.search(&q, k + SPARE_HITS)?;
-    let hits = prompt_passages(hits, k, &q.text, &alarm.code);
+    // The answer is in the message's language (`prompt`, `diagnosis`), and
+    // so are the manual items it quotes: a plant's Chinese name for the
+    // machine (its kind) does not make an English text Chinese.
+    let lang = alarm.message.as_deref().unwrap_or_default();
+    let hits = prompt_passages(hits, k, lang, &alarm.code);
     let hits = with_both_lists(index, hits);
-    Ok(in_language(index, hits, &q.text))
+    Ok(in_language(index, hits, lang))
 }
 
 #[cfg(test)]
@@ -794,6 +798,39 @@ mod tests {
         let mut safety = en[0].clone();
         safety.section = "Safety".into();
         assert_eq!(idx.twin(&safety, "zh"), None);
+    }
+
+    #[test]
+    fn an_alarms_passages_are_in_its_messages_language_whatever_its_kind() {
+        let idx = Index::from_bytes(sample()).unwrap();
+        // A plant that names its machines in Chinese and raises English
+        // texts: the answer is in English (the message's language), and so
+        // must its manual items be.
+        let en = crate::alarm::Alarm {
+            kind: Some("主机滑油".into()),
+            message: Some("lube oil pressure low".into()),
+            ..crate::test_support::alarm("AL-17")
+        };
+        let hits = passages_for(&idx, &en, 3).unwrap();
+        assert_eq!(
+            hits[0].section.heading(),
+            "ME-LO-PRES-LO causes",
+            "{hits:?}"
+        );
+        assert!(
+            hits.iter()
+                .filter(|h| h.section.is_causes())
+                .all(|h| h.lang == "en"),
+            "{hits:?}"
+        );
+        // A Chinese message keeps Chinese passages, whatever the kind.
+        let zh = crate::alarm::Alarm {
+            kind: Some("main engine".into()),
+            message: Some("主机滑油压力低".into()),
+            ..crate::test_support::alarm("AL-17")
+        };
+        let hits = passages_for(&idx, &zh, 3).unwrap();
+        assert_eq!(hits[0].section.heading(), "ME-LO-PRES-LO 原因", "{hits:?}");
     }
 
     #[test]
