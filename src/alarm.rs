@@ -7,6 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::language::Language;
+
 pub const MAX_ID: usize = 64;
 pub const MAX_EQUIPMENT: usize = 64;
 pub const MAX_CODE: usize = 32;
@@ -333,6 +335,14 @@ impl Alarm {
             q.push_str(m);
         }
         q
+    }
+
+    /// The language the alarm's answer is in: its message's, never its
+    /// kind's or code's (a plant may name its machines in Chinese and
+    /// raise English texts). An alarm without a message is answered in
+    /// English.
+    pub fn language(&self) -> Language {
+        Language::of_text(self.message.as_deref().unwrap_or_default())
     }
 }
 

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::alarm::Alarm;
 use crate::coverage::Coverage;
+use crate::language::Language;
 use crate::retrieval::knowledge::ListKind;
 use crate::retrieval::Hit;
 
@@ -404,10 +405,7 @@ pub fn from_passages(
 /// and section the passages come from, in the alarm's language. Mode "full"
 /// is a model answer whose own summary was not text.
 pub fn passages_summary(alarm: &Alarm, hits: &[Hit], mode: Mode) -> String {
-    let zh = alarm
-        .message
-        .as_deref()
-        .is_some_and(crate::retrieval::tokenize::has_cjk);
+    let zh = in_chinese(alarm);
     let why = match (mode, zh) {
         (Mode::Triage, false) => "Triage during an alarm storm (no model run)",
         (Mode::Triage, true) => "告警风暴期间的快速分诊（未运行模型）",
@@ -433,12 +431,9 @@ pub fn passages_summary(alarm: &Alarm, hits: &[Hit], mode: Mode) -> String {
     }
 }
 
-/// True if the alarm's message is Chinese: its answer is then in Chinese.
+/// True if the alarm's answer is in Chinese (`Alarm::language`).
 fn in_chinese(alarm: &Alarm) -> bool {
-    alarm
-        .message
-        .as_deref()
-        .is_some_and(crate::retrieval::tokenize::has_cjk)
+    alarm.language() == Language::Chinese
 }
 
 /// A chosen answer's summary with no model tokens (`llm.summary =

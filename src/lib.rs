@@ -19,7 +19,8 @@
 //! slots for everyone who runs the pipeline; `warm` computes the manuals'
 //! passage blocks into the disk tier before their first alarm; `durable`
 //! replaces files so a power cut leaves the old or the new one whole.
-//! `config` is read once at start; `logging` picks journald or stderr;
+//! `language` says which of the manuals' two languages a text, and so
+//! an alarm's answer, is in. `config` is read once at start; `logging` picks journald or stderr;
 //! `crash` turns a panic anywhere in the daemon into a logged abort, so
 //! systemd restarts it rather than leave it half alive. `cli` is the
 //! command line's shape; `render` turns published diagnoses into text for
@@ -72,6 +73,7 @@ mod durable;
 pub(crate) mod fault;
 pub mod feedback;
 pub mod grounding;
+pub mod language;
 pub mod llm;
 pub(crate) mod load;
 pub mod logging;

@@ -783,8 +783,7 @@ fn with_noted_section(
     if !found {
         hits.insert(0, c.section.clone());
     }
-    let query = alarm.message.as_deref().unwrap_or(&alarm.code);
-    crate::retrieval::in_language(index, hits, query)
+    crate::retrieval::in_language(index, hits, alarm.language())
 }
 
 fn source_of(h: &Hit) -> Source {

@@ -7,6 +7,7 @@
 //! this is unit-testable without a model.
 
 use crate::alarm::Alarm;
+use crate::language::Language;
 use crate::retrieval::Hit;
 
 /// Kept short on purpose: on a Cortex-A72 every prompt token costs ~170 ms, and
@@ -351,11 +352,10 @@ pub fn user_turn<'a>(
     items: usize,
     count: &dyn Fn(&str) -> usize,
 ) -> (String, Vec<&'a Hit>) {
-    let zh = alarm
-        .message
-        .as_deref()
-        .is_some_and(crate::retrieval::tokenize::has_cjk);
-    let lang = if zh { ANSWER_IN_CHINESE } else { "" };
+    let lang = match alarm.language() {
+        Language::Chinese => ANSWER_IN_CHINESE,
+        Language::English => "",
+    };
     let alarm_text = alarm_block(alarm);
     let fixed = count(USER_HEAD) + count(lang) + count(&alarm_text) + 4;
     let mut room = budget.saturating_sub(fixed);

@@ -16,7 +16,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use crate::retrieval::tokenize::{is_cjk, terms};
+use crate::language::is_cjk;
+use crate::retrieval::tokenize::terms;
 
 /// The nearest covered example's similarity (cosine of TF-IDF vectors) at
 /// which it speaks for the alarm.

@@ -11,7 +11,7 @@ use super::*;
 use crate::reading::not_normal;
 
 pub(super) fn causes(doc: &str, code: &str, text: &str) -> Hit {
-    let (section, lang) = match crate::retrieval::tokenize::has_cjk(text) {
+    let (section, lang) = match crate::language::has_cjk(text) {
         true => (format!("{code} 原因"), "zh"),
         false => (format!("{code} causes"), "en"),
     };

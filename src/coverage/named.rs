@@ -134,11 +134,11 @@ pub(super) fn named<'s>(
         said.extend(zh);
         said.extend(["abnormal", "range", "异常"].map(String::from));
     }
-    let zh = crate::retrieval::tokenize::has_cjk(message);
+    let zh = crate::language::has_cjk(message);
     let mut best: (f32, Option<&Hit>) = (0.0, None);
     for h in sections {
         let Some(lead) = own_alarm(h) else { continue };
-        if crate::retrieval::tokenize::has_cjk(lead) != zh {
+        if crate::language::has_cjk(lead) != zh {
             continue;
         }
         for name in names(lead) {

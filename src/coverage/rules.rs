@@ -369,10 +369,9 @@ fn in_script<'a>(
     code: &str,
     r: &Reading,
 ) -> Option<&'a Hit> {
-    let zh = crate::retrieval::tokenize::has_cjk(&r.message);
+    let zh = crate::language::has_cjk(&r.message);
     let of_code = |h: &&Hit| h.section.code() == code && !other_fault(r, h);
-    let lang =
-        |h: &&Hit| own_alarm(h).is_some_and(|l| crate::retrieval::tokenize::has_cjk(l) == zh);
+    let lang = |h: &&Hit| own_alarm(h).is_some_and(|l| crate::language::has_cjk(l) == zh);
     candidates
         .clone()
         .filter(of_code)

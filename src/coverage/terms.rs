@@ -4,8 +4,8 @@
 //! their full forms (`same_word`), each weighed by how little it names the
 //! equipment (`Terms::weighted`).
 
+use crate::language::is_cjk;
 use crate::reading::plain_degree;
-use crate::retrieval::tokenize::is_cjk;
 
 /// Words that say nothing about which fault it is: every alarm is one, and
 /// the units and filler of a reading.
@@ -151,9 +151,8 @@ pub(super) struct Alarms {
 
 impl Alarms {
     pub(super) fn of(alarms: &[String]) -> Self {
-        let (zh, en): (Vec<&String>, Vec<&String>) = alarms
-            .iter()
-            .partition(|a| crate::retrieval::tokenize::has_cjk(a));
+        let (zh, en): (Vec<&String>, Vec<&String>) =
+            alarms.iter().partition(|a| crate::language::has_cjk(a));
         let terms = |v: Vec<&String>| v.into_iter().map(|a| text_terms(a)).collect();
         Alarms {
             en: terms(en),

@@ -8,7 +8,7 @@
 //! concern of `support`.
 
 use crate::alarm::Alarm;
-use crate::retrieval::tokenize::is_cjk;
+use crate::language::is_cjk;
 
 /// Fewest content words a value needs. Two, because the manuals' short
 /// causes and checks ("worn pump", "Reduce speed") have two.

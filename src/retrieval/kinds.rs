@@ -14,8 +14,8 @@
 //! out. Owns the matching of names in text; never reads a file.
 
 use crate::alarm::Alarm;
+use crate::language::is_cjk;
 use crate::retrieval::index::DocMeta;
-use crate::retrieval::tokenize::is_cjk;
 
 /// How the alarm's equipment was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

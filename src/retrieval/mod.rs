@@ -20,11 +20,12 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::alarm::Alarm;
+use crate::language::Language;
 use index::RawIndex;
 use knowledge::ListKind;
 pub use live::LiveIndex;
 pub use section::{Section, SectionRef};
-use tokenize::{has_cjk, terms};
+use tokenize::terms;
 
 /// Why an index could not be built, opened or read.
 #[derive(Debug, thiserror::Error)]
@@ -77,6 +78,8 @@ pub struct Query {
     /// The plant's tag for the machine (`FWG-FT-01`), read for a manual's
     /// alias when neither the kind nor the text names the machine.
     pub tag: Option<String>,
+    /// The answer's language: its manuals' passages are raised.
+    pub lang: Language,
 }
 
 impl Query {
@@ -89,6 +92,7 @@ impl Query {
             code: Some(a.code.clone()),
             kind: a.kind.clone(),
             tag: Some(a.equipment.clone()),
+            lang: a.language(),
         }
     }
 
@@ -109,6 +113,7 @@ impl Query {
             code,
             kind: None,
             tag: None,
+            lang: Language::of_text(text),
         }
     }
 }
@@ -262,7 +267,7 @@ impl Index {
     /// or are in its language: those that matched a term, and every passage
     /// of a document that names the code or class.
     fn boost_documents(&self, scores: &mut [f32], code: Option<&str>, q: &Query) {
-        let want_zh = has_cjk(&q.text);
+        let want = q.lang.code();
         // The kind as the manuals know it (`No.2 DG` is the generators'),
         // else the machine the message names first: a plant that leaves
         // the kind out or writes a group there (`ENGINE` / `S/T AFT BRG
@@ -292,7 +297,7 @@ impl Index {
             {
                 boost += BOOST_CLASS;
             }
-            if (d.lang == "zh") == want_zh {
+            if d.lang == want {
                 boost += BOOST_LANG;
             }
             let range = d.first_passage..d.first_passage + d.n_passages;
@@ -532,8 +537,8 @@ pub fn with_every_part(index: &Index, hits: &[Hit]) -> Vec<Hit> {
 /// language is replaced by its translation's same section where the
 /// knowledge base has one, so that what the model reads, and the manual
 /// items a chosen answer publishes, are in the language of the alarm.
-pub fn in_language(index: &Index, hits: Vec<Hit>, query: &str) -> Vec<Hit> {
-    let want = if has_cjk(query) { "zh" } else { "en" };
+pub fn in_language(index: &Index, hits: Vec<Hit>, lang: Language) -> Vec<Hit> {
+    let want = lang.code();
     let mut out: Vec<Hit> = Vec::with_capacity(hits.len());
     for h in hits {
         let h = match h.lang != want {
@@ -583,8 +588,8 @@ pub const PROMPT_FLOOR: f32 = 0.5;
 /// English and Chinese, and a translation adds nothing. Passages scoring
 /// under `floor` times the best are dropped. On the board each passage costs
 /// several seconds of prompt reading.
-pub fn for_prompt(hits: Vec<Hit>, k: usize, floor: f32, query: &str) -> Vec<Hit> {
-    let want = if has_cjk(query) { "zh" } else { "en" };
+pub fn for_prompt(hits: Vec<Hit>, k: usize, floor: f32, lang: Language) -> Vec<Hit> {
+    let want = lang.code();
     let best = hits.first().map_or(0.0, |h| h.score);
     let code = |h: &Hit| section_code(h).to_string();
     let stem = |h: &Hit| {
@@ -642,8 +647,8 @@ pub fn covering_passages(index: &Index, hits: Vec<Hit>, code: &str) -> Vec<Hit> 
 /// The passages an alarm's prompt gets, from a search with a few spare hits:
 /// `for_prompt` at `PROMPT_FLOOR`, then `own_code_only`. The daemon and the
 /// retrieval eval both call this, so the eval measures what the model sees.
-pub fn prompt_passages(hits: Vec<Hit>, k: usize, query: &str, code: &str) -> Vec<Hit> {
-    own_code_only(for_prompt(hits, k, PROMPT_FLOOR, query), code)
+pub fn prompt_passages(hits: Vec<Hit>, k: usize, lang: Language, code: &str) -> Vec<Hit> {
+    own_code_only(for_prompt(hits, k, PROMPT_FLOOR, lang), code)
 }
 
 /// Hits searched beyond `k`: `for_prompt` drops a passage's translation,
@@ -659,10 +664,8 @@ const SPARE_HITS: usize = 3;
 pub fn passages_for(index: &Index, alarm: &Alarm, k: usize) -> Result<Vec<Hit>, IndexError> {
     let q = Query::of_alarm(alarm);
     let hits = index.search(&q, k + SPARE_HITS)?;
-    // The answer is in the message's language (`prompt`, `diagnosis`), and
-    // so are the manual items it quotes: a plant's Chinese name for the
-    // machine (its kind) does not make an English text Chinese.
-    let lang = alarm.message.as_deref().unwrap_or_default();
+    // The manual items an answer quotes are in the answer's language.
+    let lang = alarm.language();
     let hits = prompt_passages(hits, k, lang, &alarm.code);
     let hits = with_both_lists(index, hits);
     Ok(in_language(index, hits, lang))
@@ -713,21 +716,16 @@ mod tests {
         ];
         let sections = |v: Vec<Hit>| v.into_iter().map(|h| h.section).collect::<Vec<_>>();
         assert_eq!(
-            sections(for_prompt(hits.clone(), 3, 0.5, "主机 压力低")),
+            sections(for_prompt(hits.clone(), 3, 0.5, Language::Chinese)),
             [
                 "ME-JCW-PRES-LO 原因",
                 "ME-JCW-PRES-LO 检查与处理",
                 "ME-JCW-TEMP-HI causes"
             ]
         );
-        // An English query gets the English twin, at the Chinese one's rank.
+        // An English answer gets the English twin, at the Chinese one's rank.
         assert_eq!(
-            sections(for_prompt(
-                hits.clone(),
-                3,
-                0.5,
-                "jacket water pressure low"
-            )),
+            sections(for_prompt(hits.clone(), 3, 0.5, Language::English)),
             [
                 "ME-JCW-PRES-LO causes",
                 "ME-JCW-PRES-LO 检查与处理",
@@ -735,10 +733,10 @@ mod tests {
             ]
         );
         // Same language, same code: both the causes and the checks stay.
-        assert_eq!(for_prompt(hits.clone(), 2, 0.5, "x").len(), 2);
+        assert_eq!(for_prompt(hits.clone(), 2, 0.5, Language::English).len(), 2);
         // The floor drops what scores far below the best.
-        assert_eq!(for_prompt(hits, 5, 0.9, "x").len(), 1);
-        assert!(for_prompt(Vec::new(), 3, 0.5, "x").is_empty());
+        assert_eq!(for_prompt(hits, 5, 0.9, Language::English).len(), 1);
+        assert!(for_prompt(Vec::new(), 3, 0.5, Language::English).is_empty());
     }
 
     fn doc(id: &str, classes: &str, codes: &str, lang: &str, body: &str) -> knowledge::Document {
@@ -781,19 +779,19 @@ mod tests {
             .search(&Query::from_text("lube oil pressure low"), 1)
             .unwrap();
         assert_eq!(en[0].section, "ME-LO-PRES-LO causes");
-        let zh = in_language(&idx, en.clone(), "主机滑油压力低");
+        let zh = in_language(&idx, en.clone(), Language::Chinese);
         assert_eq!(
             (zh[0].doc.as_str(), zh[0].section.heading()),
             ("lube-zh", "ME-LO-PRES-LO 原因")
         );
         assert!(zh[0].text.contains("滤器堵塞"), "{:?}", zh[0].text);
         // Already in the alarm's language: untouched.
-        assert_eq!(in_language(&idx, en.clone(), "lube oil pressure low"), en);
+        assert_eq!(in_language(&idx, en.clone(), Language::English), en);
         // A manual without a translation keeps its passage.
         let cool = idx
             .search(&Query::from_text("jacket water temperature high"), 1)
             .unwrap();
-        assert_eq!(in_language(&idx, cool.clone(), "缸套水温度高"), cool);
+        assert_eq!(in_language(&idx, cool.clone(), Language::Chinese), cool);
         // A section that is no list of causes or checks has no twin to find.
         let mut safety = en[0].clone();
         safety.section = "Safety".into();
@@ -817,6 +815,18 @@ mod tests {
             "ME-LO-PRES-LO causes",
             "{hits:?}"
         );
+        assert!(
+            hits.iter()
+                .filter(|h| h.section.is_causes())
+                .all(|h| h.lang == "en"),
+            "{hits:?}"
+        );
+        // An English log that names a place in Chinese is English.
+        let log = crate::alarm::Alarm {
+            message: Some("lube oil pressure low at 0305 in the 机舱, filter changed".into()),
+            ..crate::test_support::alarm("AL-17")
+        };
+        let hits = passages_for(&idx, &log, 3).unwrap();
         assert!(
             hits.iter()
                 .filter(|h| h.section.is_causes())
@@ -953,6 +963,7 @@ mod tests {
             code: Some("ME-JCW-TEMP-HI".into()),
             kind: None,
             tag: None,
+            lang: Language::English,
         };
         let hits = idx.search(&q, 3).unwrap();
         assert_eq!(hits[0].doc, "cool-en");
@@ -966,6 +977,7 @@ mod tests {
             code: None,
             kind: Some("main_engine_lube_oil".into()),
             tag: None,
+            lang: Language::English,
         };
         assert_eq!(idx.search(&q, 1).unwrap()[0].doc, "lube-en");
     }
@@ -981,6 +993,7 @@ mod tests {
                 code: None,
                 kind: kind.map(str::to_string),
                 tag: None,
+                lang: Language::English,
             };
             let h = idx.search(&q, 1).unwrap().remove(0);
             (h.doc, h.score)
@@ -1026,6 +1039,7 @@ mod tests {
                 code: None,
                 kind: None,
                 tag: tag.map(str::to_string),
+                lang: Language::English,
             };
             idx.search(&q, 1).unwrap().remove(0).doc
         };

@@ -10,16 +10,7 @@ const STOPWORDS: &[&str] = &[
     "check", "checks", "causes", "cause", "probable", "likely", "most", "first",
 ];
 
-/// True for a CJK ideograph.
-pub fn is_cjk(c: char) -> bool {
-    matches!(c as u32,
-        0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x2A6DF)
-}
-
-/// True if the text holds any CJK ideograph.
-pub fn has_cjk(s: &str) -> bool {
-    s.chars().any(is_cjk)
-}
+use crate::language::is_cjk;
 
 fn normalize_word(w: &str) -> Option<String> {
     let w = w.to_lowercase();

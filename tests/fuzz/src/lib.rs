@@ -175,6 +175,7 @@ pub fn index(data: &[u8]) {
                 code: Some("BLG-WELL-LVL-HI".into()),
                 kind: Some("main_engine_lube_oil".into()),
                 tag: Some("LO-PP-2".into()),
+                lang: Default::default(),
             },
             1,
         ),
