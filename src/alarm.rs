@@ -44,6 +44,14 @@ pub enum AlarmError {
     BadChar { field: &'static str, ch: char },
     #[error("field severity must be critical, major, minor or warning (or an alert priority: emergency, alarm, caution; urgent, high, medium, low), got {0:?}")]
     BadSeverity(String),
+    #[error("field severity is a number, {0}, and mqtt.numeric_severity is not set: set it to \"opc-ua\" (1 to 1000, 1000 the highest) or \"priority\" (1 to 4, 1 the highest)")]
+    NumericSeverity(String),
+    #[error("field severity must be {range} under mqtt.numeric_severity = {scale:?}, got {got}")]
+    SeverityOutOfScale {
+        scale: &'static str,
+        range: &'static str,
+        got: String,
+    },
     #[error("field ts must be an RFC 3339 time, got {0:?}")]
     BadTime(String),
     #[error("field {field} must be a finite number within ±1e9, got {got}")]
@@ -80,12 +88,105 @@ impl Severity {
         }
     }
 
+    /// A severity as the payload holds it: a word in any case, or a
+    /// number (bare or as a string) read on the plant's `scale`.
+    fn of_json(v: &serde_json::Value, scale: NumericSeverity) -> Result<Severity, AlarmError> {
+        let number = match v {
+            serde_json::Value::String(s) => match Severity::of_wire(s) {
+                Some(sev) => return Ok(sev),
+                None if s.trim().parse::<f64>().is_ok() => s.trim().to_string(),
+                None => return Err(AlarmError::BadSeverity(s.chars().take(40).collect())),
+            },
+            serde_json::Value::Number(n) => n.to_string(),
+            v => return Err(AlarmError::BadSeverity(v.to_string())),
+        };
+        let number: String = number.chars().take(40).collect();
+        let n = number.parse::<u64>().ok();
+        let graded = match scale {
+            NumericSeverity::Refused => return Err(AlarmError::NumericSeverity(number)),
+            NumericSeverity::OpcUa => n.and_then(NumericSeverity::of_opc_ua),
+            NumericSeverity::Priority => n.and_then(NumericSeverity::of_priority),
+        };
+        graded.ok_or(AlarmError::SeverityOutOfScale {
+            scale: scale.name(),
+            range: scale.range(),
+            got: number,
+        })
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Severity::Critical => "critical",
             Severity::Major => "major",
             Severity::Minor => "minor",
             Severity::Warning => "warning",
+        }
+    }
+}
+
+/// What a plant's numeric severities mean (`mqtt.numeric_severity`).
+/// Scales run both ways: an OPC UA event's severity is highest at 1000,
+/// a priority highest at 1, so a number is read only on a declared scale:
+/// read on the wrong one, a plant's most urgent alarm would be graded its
+/// least, and nothing would say so.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum NumericSeverity {
+    /// Numbers are refused, with an error that names the setting.
+    #[default]
+    Refused,
+    /// OPC UA alarms and conditions' severity, 1 to 1000, as gateways from
+    /// OPC UA to MQTT forward it.
+    OpcUa,
+    /// An alarm system's priority, 1 (the highest) to 4.
+    Priority,
+}
+
+impl NumericSeverity {
+    /// The setting's value as a config writes it.
+    pub fn of_setting(s: &str) -> Option<Self> {
+        match s {
+            "opc-ua" => Some(NumericSeverity::OpcUa),
+            "priority" => Some(NumericSeverity::Priority),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            NumericSeverity::Refused => "",
+            NumericSeverity::OpcUa => "opc-ua",
+            NumericSeverity::Priority => "priority",
+        }
+    }
+
+    fn range(self) -> &'static str {
+        match self {
+            NumericSeverity::Refused => "a word",
+            NumericSeverity::OpcUa => "a whole number from 1 to 1000",
+            NumericSeverity::Priority => "a whole number from 1 to 4",
+        }
+    }
+
+    /// The ranges OPC UA companion specifications grade severities by
+    /// (OPC 40250-1, table 10): high from 801, medium high from 601,
+    /// medium from 401; medium low and low are warnings.
+    fn of_opc_ua(n: u64) -> Option<Severity> {
+        match n {
+            801..=1000 => Some(Severity::Critical),
+            601..=800 => Some(Severity::Major),
+            401..=600 => Some(Severity::Minor),
+            1..=400 => Some(Severity::Warning),
+            _ => None,
+        }
+    }
+
+    fn of_priority(n: u64) -> Option<Severity> {
+        match n {
+            1 => Some(Severity::Critical),
+            2 => Some(Severity::Major),
+            3 => Some(Severity::Minor),
+            4 => Some(Severity::Warning),
+            _ => None,
         }
     }
 }
@@ -118,7 +219,7 @@ struct Wire {
     ts: Option<String>,
     equipment: Option<String>,
     code: Option<String>,
-    severity: Option<String>,
+    severity: Option<serde_json::Value>,
     kind: Option<String>,
     value: Option<serde_json::Number>,
     unit: Option<String>,
@@ -176,11 +277,27 @@ pub fn equipment_from_topic<'a>(prefix: &str, topic: &'a str) -> Result<&'a str,
     Ok(rest)
 }
 
-/// Parses and checks an alarm payload received on `topic_equipment`'s topic.
+/// Parses and checks an alarm payload received on `topic_equipment`'s
+/// topic, numeric severities refused.
 pub fn parse(
     payload: &[u8],
     topic_equipment: Option<&str>,
     max_bytes: usize,
+) -> Result<Alarm, AlarmError> {
+    parse_on(
+        payload,
+        topic_equipment,
+        max_bytes,
+        NumericSeverity::Refused,
+    )
+}
+
+/// `parse`, a numeric severity read on `scale`.
+pub fn parse_on(
+    payload: &[u8],
+    topic_equipment: Option<&str>,
+    max_bytes: usize,
+    scale: NumericSeverity,
 ) -> Result<Alarm, AlarmError> {
     if payload.len() > max_bytes {
         return Err(AlarmError::TooLarge {
@@ -203,9 +320,9 @@ pub fn parse(
     let ts = timestamp(wire.ts)?;
     let severity = wire
         .severity
+        .filter(|v| !v.is_null())
         .ok_or(AlarmError::Missing { field: "severity" })?;
-    let severity = Severity::of_wire(&severity)
-        .ok_or_else(|| AlarmError::BadSeverity(severity.chars().take(40).collect()))?;
+    let severity = Severity::of_json(&severity, scale)?;
     let kind = wire
         .kind
         .map(|k| short_text("kind", k, MAX_KIND))
@@ -375,6 +492,73 @@ mod tests {
         let p = OK.replace(r#""severity":"major""#, r#""severity":"severe""#);
         let e = parse(p.as_bytes(), None, 8192).unwrap_err();
         assert!(e.to_string().contains("field severity"), "{e}");
+    }
+
+    #[test]
+    fn a_numeric_severity_is_read_only_on_the_plants_declared_scale() {
+        let on = |wire: &str, scale| {
+            let p = OK.replace(r#""severity":"major""#, &format!(r#""severity":{wire}"#));
+            parse_on(p.as_bytes(), None, 8192, scale)
+        };
+        for (wire, want) in [
+            ("1000", Severity::Critical),
+            ("801", Severity::Critical),
+            ("800", Severity::Major),
+            ("601", Severity::Major),
+            ("600", Severity::Minor),
+            ("401", Severity::Minor),
+            ("400", Severity::Warning),
+            ("1", Severity::Warning),
+            (r#""700""#, Severity::Major),
+        ] {
+            assert_eq!(
+                on(wire, NumericSeverity::OpcUa).unwrap().severity,
+                want,
+                "{wire}"
+            );
+        }
+        for (wire, want) in [
+            ("1", Severity::Critical),
+            (r#"" 2 ""#, Severity::Major),
+            ("3", Severity::Minor),
+            ("4", Severity::Warning),
+        ] {
+            assert_eq!(
+                on(wire, NumericSeverity::Priority).unwrap().severity,
+                want,
+                "{wire}"
+            );
+        }
+        // Words keep their meaning on any scale.
+        assert_eq!(
+            on(r#""HIGH""#, NumericSeverity::Priority).unwrap().severity,
+            Severity::Major
+        );
+        // Out of the scale: refused, naming the field, the setting and the range.
+        for (wire, scale, range) in [
+            ("0", NumericSeverity::OpcUa, "1 to 1000"),
+            ("1001", NumericSeverity::OpcUa, "1 to 1000"),
+            ("-5", NumericSeverity::OpcUa, "1 to 1000"),
+            ("700.5", NumericSeverity::OpcUa, "1 to 1000"),
+            (r#""0""#, NumericSeverity::OpcUa, "1 to 1000"),
+            ("5", NumericSeverity::Priority, "1 to 4"),
+            ("0", NumericSeverity::Priority, "1 to 4"),
+        ] {
+            let e = on(wire, scale).unwrap_err().to_string();
+            assert!(e.contains("field severity"), "{wire}: {e}");
+            assert!(e.contains("mqtt.numeric_severity"), "{wire}: {e}");
+            assert!(e.contains(range), "{wire}: {e}");
+        }
+        // With no scale declared a number is refused, and the error says
+        // how to declare one: 1 is the highest priority or the lowest
+        // OPC UA severity, and guessing would grade one of them wrong.
+        for wire in ["1", "700", r#""700""#] {
+            let e = on(wire, NumericSeverity::Refused).unwrap_err().to_string();
+            assert!(e.contains("field severity is a number"), "{wire}: {e}");
+            assert!(e.contains("mqtt.numeric_severity"), "{wire}: {e}");
+        }
+        let e = on("true", NumericSeverity::OpcUa).unwrap_err().to_string();
+        assert!(e.contains("field severity must be critical"), "{e}");
     }
 
     #[test]

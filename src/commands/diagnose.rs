@@ -69,8 +69,13 @@ async fn diagnose(
         reason,
     };
     let bytes = alarm_bytes(alarm_path).map_err(bad)?;
-    let alarm = crate::alarm::parse(&bytes, None, cfg.mqtt.max_alarm_bytes)
-        .map_err(|e| bad(e.to_string()))?;
+    let alarm = crate::alarm::parse_on(
+        &bytes,
+        None,
+        cfg.mqtt.max_alarm_bytes,
+        cfg.mqtt.numeric_severity,
+    )
+    .map_err(|e| bad(e.to_string()))?;
     let (pipeline, mut slots) = crate::load::pipeline(cfg, true).await?;
     let d = pipeline.diagnose(&mut slots[0], &alarm, &notes).await;
     print_json(&mut std::io::stdout().lock(), &d)?;

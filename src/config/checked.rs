@@ -44,6 +44,8 @@ pub struct MqttConfig {
     pub password: Option<String>,
     pub keep_alive: Duration,
     pub max_alarm_bytes: usize,
+    /// The scale a numeric `severity` is read on.
+    pub numeric_severity: crate::alarm::NumericSeverity,
     pub tls: Option<TlsConfig>,
 }
 

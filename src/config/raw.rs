@@ -48,6 +48,9 @@ pub struct RawMqtt {
     pub keep_alive_s: u64,
     #[serde(default = "default_max_alarm_bytes")]
     pub max_alarm_bytes: usize,
+    /// What the plant's numeric severities mean: `opc-ua` or `priority`;
+    /// absent, a number is refused.
+    pub numeric_severity: Option<String>,
     pub tls: Option<RawTls>,
 }
 
@@ -62,6 +65,7 @@ impl Default for RawMqtt {
             password: None,
             keep_alive_s: default_keep_alive(),
             max_alarm_bytes: default_max_alarm_bytes(),
+            numeric_severity: None,
             tls: None,
         }
     }

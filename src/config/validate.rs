@@ -155,6 +155,15 @@ fn broker_connection(m: RawMqtt) -> Result<MqttConfig, Bad> {
     // rumqttc's MQTT 5 client panics on a keepalive under 5 s.
     in_range("mqtt.keep_alive_s", m.keep_alive_s, 5, 600)?;
     in_range("mqtt.max_alarm_bytes", m.max_alarm_bytes, 256, 1 << 20)?;
+    let numeric_severity = match m.numeric_severity.as_deref() {
+        None => crate::alarm::NumericSeverity::Refused,
+        Some(s) => crate::alarm::NumericSeverity::of_setting(s).ok_or_else(|| {
+            (
+                "mqtt.numeric_severity",
+                format!("must be \"opc-ua\" (1 to 1000, 1000 the highest) or \"priority\" (1 to 4, 1 the highest), got {s:?}"),
+            )
+        })?,
+    };
     let tls = match m.tls {
         None => None,
         Some(t) => {
@@ -189,6 +198,7 @@ fn broker_connection(m: RawMqtt) -> Result<MqttConfig, Bad> {
         password: m.password,
         keep_alive: Duration::from_secs(m.keep_alive_s),
         max_alarm_bytes: m.max_alarm_bytes,
+        numeric_severity,
         tls,
     })
 }
@@ -557,6 +567,31 @@ mod tests {
             let most = with(&format!("[{key}]\nmax_bytes = 67108864\n"));
             assert!(parse(&most, p()).is_ok());
         }
+    }
+
+    #[test]
+    fn a_plants_numeric_severity_scale_is_declared_by_name() {
+        use crate::alarm::NumericSeverity;
+        let on = |v: &str| MINIMAL.replace("port = 1883", &format!("port = 1883\n{v}"));
+        assert_eq!(
+            parse(MINIMAL, p()).unwrap().mqtt.numeric_severity,
+            NumericSeverity::Refused
+        );
+        for (v, want) in [
+            ("opc-ua", NumericSeverity::OpcUa),
+            ("priority", NumericSeverity::Priority),
+        ] {
+            let c = parse(&on(&format!("numeric_severity = {v:?}")), p()).unwrap();
+            assert_eq!(c.mqtt.numeric_severity, want);
+        }
+        let e = parse(&on("numeric_severity = \"opcua\""), p())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("mqtt.numeric_severity must be \"opc-ua\""),
+            "{e}"
+        );
+        assert!(e.contains("got \"opcua\""), "{e}");
     }
 
     #[test]

@@ -452,7 +452,13 @@ impl Hub {
                 "topic {topic:?} is not {prefix}/alarm/{{equipment}}: one topic level after alarm/, the equipment id"
             )
         })?;
-        alarm::parse(payload, Some(equipment), self.mqtt.max_alarm_bytes).map_err(|e| e.to_string())
+        alarm::parse_on(
+            payload,
+            Some(equipment),
+            self.mqtt.max_alarm_bytes,
+            self.mqtt.numeric_severity,
+        )
+        .map_err(|e| e.to_string())
     }
 
     /// Takes one alarm. `live`: it came on the connection that is up, so

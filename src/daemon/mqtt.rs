@@ -616,6 +616,7 @@ mod tests {
             password: None,
             keep_alive: Duration::from_secs(5),
             max_alarm_bytes: 8192,
+            numeric_severity: Default::default(),
             tls: None,
         }
     }
