@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::alarm::Alarm;
-use crate::coverage::Coverage;
+use crate::verdict::Coverage;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CasesError {

@@ -21,14 +21,13 @@
 //! `judge_in` only looks up which manuals are the alarm's equipment's. It
 //! never runs the model; the pipeline applies it after retrieval.
 //!
-//! This file owns the verdict (`Coverage`, `Equipment`, `Judgement`) and
-//! the entry points; the room is laid out as: `reading` (the alarm read
+//! This file owns the judgement (`Equipment`, `Judgement`) and the entry
+//! points (its three words, `Coverage`, are `crate::verdict`'s); the room
+//! is laid out as: `reading` (the alarm read
 //! once), `terms` (words and characters, weighed), `ranking` (retrieval's
 //! lead), `named` (a section's alarm named in full), `examples` (other
 //! plants' wordings), `site` (the crew's notes: this vessel's own wordings
 //! and causes) and `rules` (the ordered table `judge` walks).
-
-use serde::{Deserialize, Serialize};
 
 use crate::alarm::Alarm;
 use crate::retrieval::kinds::By;
@@ -45,38 +44,13 @@ mod terms;
 #[cfg(test)]
 mod fixtures;
 
+pub use crate::verdict::Coverage;
 pub use examples::Examples;
 pub use named::NAMED_AT;
 pub use ranking::{AHEAD_AT, SCORE_AT};
 pub use reading::{own_alarm, Reading};
 pub use rules::{COVERED_AT, RELATED_AT, UNNAMED_COVERED_AT, WHOLE_AT};
 pub use terms::Terms;
-
-/// What the manuals hold for an alarm's fault (wire field `coverage`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Coverage {
-    /// A section is about this fault, whatever code the plant uses.
-    /// The default, so a diagnosis journaled before coverage existed reads
-    /// as it was published: as an answer from the fault's own section.
-    #[default]
-    Covered,
-    /// No section is about this fault; what is published comes from
-    /// sections for other faults.
-    Related,
-    /// Nothing relevant was found.
-    None,
-}
-
-impl Coverage {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Coverage::Covered => "covered",
-            Coverage::Related => "related",
-            Coverage::None => "none",
-        }
-    }
-}
 
 /// The alarm's equipment as the manuals know it.
 #[derive(Debug, Clone, Copy)]

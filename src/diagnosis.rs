@@ -10,10 +10,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::alarm::Alarm;
-use crate::coverage::Coverage;
 use crate::language::Language;
 use crate::retrieval::knowledge::ListKind;
 use crate::retrieval::Hit;
+use crate::verdict::Coverage;
 
 pub mod site;
 

@@ -20,7 +20,8 @@
 //! passage blocks into the disk tier before their first alarm; `durable`
 //! replaces files so a power cut leaves the old or the new one whole.
 //! `language` says which of the manuals' two languages a text, and so
-//! an alarm's answer, is in. `config` is read once at start; `logging` picks journald or stderr;
+//! an alarm's answer, is in; `verdict` holds coverage's three words, which
+//! a diagnosis carries and labelled alarms are written in. `config` is read once at start; `logging` picks journald or stderr;
 //! `crash` turns a panic anywhere in the daemon into a logged abort, so
 //! systemd restarts it rather than leave it half alive. `cli` is the
 //! command line's shape; `render` turns published diagnoses into text for
@@ -84,6 +85,7 @@ pub mod prompt;
 pub mod reading;
 pub(crate) mod render;
 pub mod retrieval;
+pub mod verdict;
 pub(crate) mod warm;
 pub(crate) mod watchdog;
 

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{composed_summary, in_chinese, Cause, Diagnosis, Item, ItemRef};
 use crate::alarm::Alarm;
-use crate::coverage::Coverage;
 use crate::retrieval::Hit;
+use crate::verdict::Coverage;
 
 /// What the crew said of one cause of this fault on this equipment
 /// (wire field `site` of a cause).

@@ -14,8 +14,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::cases::Case;
 use crate::coverage::Coverage;
-use crate::measure::eval::Case;
 use crate::retrieval::section::code_of;
 use crate::retrieval::SectionRef;
 
