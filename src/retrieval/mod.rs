@@ -404,11 +404,40 @@ impl Index {
         out
     }
 
+    /// The same passage in the manual's translation into `lang`: a list
+    /// by its alarm code, kind and part; a passage without a list (the
+    /// safety notes) by its place among such passages, as a translation
+    /// keeps its sections' order, and only when both manuals have as many.
     pub fn twin(&self, hit: &Hit, lang: &str) -> Option<Hit> {
         let (stem, _) = hit.doc.rsplit_once('-')?;
-        let kind = hit.section.list()?;
-        let part = hit.section.part();
-        self.section_of(&format!("{stem}-{lang}"), hit, kind, Some(part))
+        let other = format!("{stem}-{lang}");
+        if let Some(kind) = hit.section.list() {
+            return self.section_of(&other, hit, kind, Some(hit.section.part()));
+        }
+        let mine: Vec<Hit> = self.unlisted(&hit.doc, hit.score).collect();
+        let place = mine.iter().position(|h| h.passage == hit.passage)?;
+        let theirs: Vec<Hit> = self.unlisted(&other, hit.score).collect();
+        (theirs.len() == mine.len()).then(|| theirs.into_iter().nth(place))?
+    }
+
+    /// The passages of document `doc` that hold no list, in index order.
+    fn unlisted(&self, doc: &str, score: f32) -> impl Iterator<Item = Hit> + '_ {
+        let d = self.raw.docs.iter().find(|d| d.id == doc);
+        let pids = d.map_or(0..0, |d| d.first_passage..d.first_passage + d.n_passages);
+        pids.filter_map(move |pid| {
+            let d = d?;
+            let p = self.raw.passage(pid).ok()?;
+            let section = Section::from(p.section);
+            section.list().is_none().then(|| Hit {
+                passage: pid,
+                doc: d.id.clone(),
+                section,
+                score,
+                text: p.text,
+                lang: d.lang.clone(),
+                title: d.title.clone(),
+            })
+        })
     }
 
     /// The other list of the same alarm code in the same manual: the checks
@@ -792,10 +821,20 @@ mod tests {
             .search(&Query::from_text("jacket water temperature high"), 1)
             .unwrap();
         assert_eq!(in_language(&idx, cool.clone(), Language::Chinese), cool);
-        // A section that is no list of causes or checks has no twin to find.
-        let mut safety = en[0].clone();
-        safety.section = "Safety".into();
-        assert_eq!(idx.twin(&safety, "zh"), None);
+        // A section that is no list (the manual's safety notes) gives way to
+        // the translation's section in the same place among such sections.
+        let safety = idx.search(&Query::from_text("stop the engine"), 1).unwrap();
+        assert_eq!(safety[0].section.heading(), "Safety");
+        let zh = in_language(&idx, safety, Language::Chinese);
+        assert_eq!(
+            (zh[0].doc.as_str(), zh[0].section.heading()),
+            ("lube-zh", "安全注意事项")
+        );
+        assert!(zh[0].text.contains("停车检查"), "{:?}", zh[0].text);
+        // A hit that is not the manual's own passage has no twin.
+        let mut made_up = en[0].clone();
+        made_up.section = "Safety".into();
+        assert_eq!(idx.twin(&made_up, "zh"), None);
     }
 
     #[test]
