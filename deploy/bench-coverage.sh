@@ -20,6 +20,8 @@
 #   - expected cause named: a covered alarm's keyword (`en|中文`) in a cause;
 #   - the fault's own section (its gold section's code) among the sources;
 #   - each alarm's cost on a Cortex-A72, projected from its token counts;
+#     a degraded answer (the model and its fallback both failed) has none:
+#     it is counted, with the daemon's reasons, and not projected;
 #   - the same per writer when the cases carry `writer`;
 #   - latency from publish to diagnosis, p50 and max.
 # --answers writes each case's diagnosis, one JSON line per case.
@@ -49,7 +51,7 @@ while [ $# -gt 0 ]; do
     --state-dir) state=$2; shift ;;
     --examples) examples=$(realpath "$2"); shift ;;
     --no-warm) warm=0 ;;
-    -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-coverage: unknown argument: $1 (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -103,10 +105,10 @@ mosquitto_sub -h 127.0.0.1 -p "$port" -q 1 -t 'cov/diagnosis/#' >"$work/diagnose
 pids+=($!)
 sleep 0.5
 
-python3 - "$cases" "$port" "$work/diagnoses.jsonl" "${answers:-}" <<'PY'
-import glob, json, re, subprocess, sys, time
+python3 - "$cases" "$port" "$work/diagnoses.jsonl" "${answers:-}" "$work/daemon.log" <<'PY'
+import collections, glob, json, re, subprocess, sys, time
 
-cases_file, port, out, answers = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+cases_file, port, out, answers, log = sys.argv[1:6]
 manual_codes = set()
 for path in glob.glob("knowledge/*/*.md"):
     for line in open(path, encoding="utf-8"):
@@ -176,7 +178,13 @@ def a72(d):
     t = d.get("timings", {})
     read = t.get("prompt_tokens", 0) - t.get("cached_tokens", 0) + t.get("fed_tokens", 0)
     return read / A72_READ + t.get("generated_tokens", 0) / A72_GEN
-proj = sorted(a72(d) for c, d in rows)
+# A degraded answer (the model's answer and its fallback both failed) carries
+# no token counts, though the board spent its time on both: it is counted,
+# with the daemon's reasons, and left out of the projection rather than
+# projected as free.
+degraded = [(c, d) for c, d in rows if d.get("mode") == "degraded"]
+projected = [(c, d) for c, d in rows if d.get("mode") != "degraded"]
+proj = sorted(a72(d) for c, d in projected)
 writers = sorted({c.get("writer", "") for c, d in rows})
 table = {t: {s: 0 for s in ("covered", "related", "none")} for t in ("covered", "related", "none")}
 for c, d in rows:
@@ -191,8 +199,19 @@ print(f"uncovered said related/none, no cause high: {share(len(unc_ok), len(unc)
 print(f"covered under plant codes said covered: {share(len(plant_ok), len(plant))}")
 print(f"expected cause named: {share(named, len(keyed))}")
 print(f"the fault's own section among the sources: {share(sections, len(cov))}")
+reasons = collections.Counter()
+for line in open(log, encoding="utf-8", errors="replace"):
+    if "fallback" not in line or "reason=" not in line:
+        continue
+    why = re.sub(r"\x1b\[[0-9;]*m", "", line.split("reason=", 1)[1]).strip().strip('"')
+    reasons[re.split(r" \w+=|[(:]", why)[0].strip()[:60]] += 1
+print(f"degraded (the model's answer and its fallback failed; answered from the manuals): "
+      f"{len(degraded)}/{len(rows)}"
+      + (f"; the daemon's reasons: {', '.join(f'{r} x{n}' for r, n in reasons.most_common())}"
+         if reasons else ""))
 if proj:
-    print(f"A72 projection per alarm (read+fed)/{A72_READ:g} + chosen/{A72_GEN:g}: "
+    print(f"A72 projection per alarm (read+fed)/{A72_READ:g} + chosen/{A72_GEN:g}, "
+          f"the {len(proj)} not degraded: "
           f"mean {sum(proj) / len(proj):.1f} s, p50 {proj[len(proj) // 2]:.1f} s, max {proj[-1]:.1f} s")
 if len(writers) > 1:
     for w in writers:
@@ -200,13 +219,14 @@ if len(writers) > 1:
         wc = [(c, d) for c, d in mine if c.get("coverage", "covered") == "covered"]
         wu = [(c, d) for c, d in mine if c.get("coverage") in ("related", "none")]
         wk = [(c, d) for c, d in wc if c.get("keywords")]
-        wp = [a72(d) for c, d in mine]
+        wp = [a72(d) for c, d in mine if d.get("mode") != "degraded"]
         print(f"  writer {w or '-'}: covered said covered {sum(1 for c, d in wc if d.get('coverage') == 'covered')}/{len(wc)}, "
               f"own section {sum(1 for c, d in wc if own_section(c, d))}/{len(wc)}, "
               f"expected cause {sum(1 for c, d in wk if cause_named(c, d))}/{len(wk)}, "
               f"uncovered said related/none, no cause high "
               f"{sum(1 for x in wu if x in unc_ok)}/{len(wu)}, "
-              f"A72 mean {sum(wp) / max(len(wp), 1):.1f} s")
+              f"A72 mean {sum(wp) / max(len(wp), 1):.1f} s"
+              f"{f' ({len(mine) - len(wp)} degraded)' if len(wp) < len(mine) else ''}")
 if lat:
     print(f"latency: p50 {lat[len(lat) // 2]:.2f} s, max {lat[-1]:.2f} s")
 if answers:
