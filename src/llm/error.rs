@@ -24,4 +24,6 @@ pub enum LlmError {
     Template(String),
     #[error("slot {0} thread is gone")]
     SlotGone(usize),
+    #[error("slot {0} thread is still busy with its last job past this one's deadline")]
+    SlotBusy(usize),
 }

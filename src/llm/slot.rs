@@ -83,8 +83,14 @@ impl Slot {
             deadline,
         };
         let (reply, mut rx) = tokio::sync::oneshot::channel();
-        if self.tx.try_send(thread::SlotMsg::Run(req, reply)).is_err() {
-            return Err(SlotFailure::Failed(LlmError::SlotGone(self.id)));
+        match send_within(&self.tx, thread::SlotMsg::Run(req, reply), deadline).await {
+            Ok(()) => {}
+            Err(mpsc::TrySendError::Full(_)) => {
+                return Err(SlotFailure::Failed(LlmError::SlotBusy(self.id)))
+            }
+            Err(mpsc::TrySendError::Disconnected(_)) => {
+                return Err(SlotFailure::Failed(LlmError::SlotGone(self.id)))
+            }
         }
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -170,7 +176,10 @@ impl Slot {
     async fn reset(&mut self, hard: Duration) {
         self.counters.restarts.fetch_add(1, Ordering::Relaxed);
         let (reply, rx) = tokio::sync::oneshot::channel();
-        if self.tx.try_send(thread::SlotMsg::Reset(reply)).is_ok() {
+        if send_within(&self.tx, thread::SlotMsg::Reset(reply), hard)
+            .await
+            .is_ok()
+        {
             if let Ok(Ok(Ok(()))) = tokio::time::timeout(hard, rx).await {
                 tracing::info!(slot = self.id, "slot context rebuilt");
                 return;
@@ -269,5 +278,61 @@ async fn spawn_thread(
         Ok(Ok(())) => Ok((tx, progress, thread)),
         Ok(Err(e)) => Err(e),
         Err(_) => Err(LlmError::SlotGone(id)),
+    }
+}
+
+/// Sends `msg` to a slot thread, waiting up to `within` for room: the
+/// channel holds one message, and the thread may still be saving the last
+/// job's prompt state with that job's `Published` waiting behind it. Only a
+/// thread that is gone, or still busy past `within`, refuses the message.
+async fn send_within<T>(
+    tx: &mpsc::SyncSender<T>,
+    mut msg: T,
+    within: Duration,
+) -> Result<(), mpsc::TrySendError<T>> {
+    let since = std::time::Instant::now();
+    loop {
+        match tx.try_send(msg) {
+            Err(mpsc::TrySendError::Full(m)) if since.elapsed() < within => {
+                msg = m;
+                tokio::time::sleep(SEND_POLL).await;
+            }
+            r => return r,
+        }
+    }
+}
+
+/// How often a job waiting for its slot's channel looks again.
+const SEND_POLL: Duration = Duration::from_millis(5);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_job_waits_for_a_slot_still_busy_with_the_last_one() {
+        let (tx, rx) = mpsc::sync_channel(1);
+        // The last job's `Published` waits while the thread saves its state.
+        tx.try_send(0).unwrap();
+        let thread = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            (rx.recv().unwrap(), rx.recv().unwrap())
+        });
+        send_within(&tx, 1, Duration::from_secs(10)).await.unwrap();
+        assert_eq!(thread.join().unwrap(), (0, 1));
+    }
+
+    #[tokio::test]
+    async fn a_thread_busy_past_the_bound_or_gone_refuses_the_job() {
+        let (tx, rx) = mpsc::sync_channel(1);
+        tx.try_send(0).unwrap();
+        let r = send_within(&tx, 1, Duration::from_millis(50)).await;
+        assert!(matches!(r, Err(mpsc::TrySendError::Full(1))), "{r:?}");
+        drop(rx);
+        let r = send_within(&tx, 2, Duration::from_secs(10)).await;
+        assert!(
+            matches!(r, Err(mpsc::TrySendError::Disconnected(2))),
+            "{r:?}"
+        );
     }
 }
