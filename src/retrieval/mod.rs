@@ -422,16 +422,22 @@ impl Index {
 
     /// The passages of document `doc` that hold no list, in index order.
     fn unlisted(&self, doc: &str, score: f32) -> impl Iterator<Item = Hit> + '_ {
+        self.passages_of(doc, score)
+            .filter(|h| h.section.list().is_none())
+    }
+
+    /// Every passage of document `doc` as a hit scored `score`, in index
+    /// order.
+    fn passages_of(&self, doc: &str, score: f32) -> impl Iterator<Item = Hit> + '_ {
         let d = self.raw.docs.iter().find(|d| d.id == doc);
         let pids = d.map_or(0..0, |d| d.first_passage..d.first_passage + d.n_passages);
         pids.filter_map(move |pid| {
             let d = d?;
             let p = self.raw.passage(pid).ok()?;
-            let section = Section::from(p.section);
-            section.list().is_none().then(|| Hit {
+            Some(Hit {
                 passage: pid,
                 doc: d.id.clone(),
-                section,
+                section: Section::from(p.section),
                 score,
                 text: p.text,
                 lang: d.lang.clone(),
@@ -471,25 +477,11 @@ impl Index {
         like: &'s Hit,
         kind: ListKind,
     ) -> impl Iterator<Item = Hit> + 's {
-        let d = self.raw.docs.iter().find(|d| d.id == doc);
-        let pids = d.map_or(0..0, |d| d.first_passage..d.first_passage + d.n_passages);
         let code = like.section.code();
-        pids.filter_map(move |pid| {
-            let d = d?;
-            let p = self.raw.passage(pid).ok()?;
-            let section = Section::from(p.section);
-            let same = !section.heading().trim().is_empty()
-                && section.code() == code
-                && section.list() == Some(kind);
-            same.then(|| Hit {
-                passage: pid,
-                doc: d.id.clone(),
-                section,
-                score: like.score,
-                text: p.text,
-                lang: d.lang.clone(),
-                title: d.title.clone(),
-            })
+        self.passages_of(doc, like.score).filter(move |h| {
+            !h.section.heading().trim().is_empty()
+                && h.section.code() == code
+                && h.section.list() == Some(kind)
         })
     }
 }
