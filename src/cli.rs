@@ -45,11 +45,13 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         notes: Option<PathBuf>,
     },
-    /// Precompute the prompt states of the passage blocks the manuals' own
+    /// Precompute the manuals' passage blocks into state_dir, so a fault's first alarm is fast
+    ///
+    /// Reads the prompt states of the passage blocks the manuals' own
     /// alarms retrieve (each code, in each language) into state_dir/kv/prompts,
     /// so a fault's first alarm reads only its alarm block. Skips what is
     /// there: stop it and run it again at will. install.sh runs it at idle
-    /// priority after an install or a manuals update
+    /// priority after an install or a manuals update.
     Warm {
         /// Config file (TOML): the model, the index and state_dir to warm
         #[arg(long, short)]
@@ -72,9 +74,9 @@ pub enum Command {
         /// Config file: search the index its knowledge.index names
         #[arg(long, short, conflicts_with = "index")]
         config: Option<PathBuf>,
-        /// How many passages to print
-        #[arg(long, short = 'k', default_value_t = 3)]
-        top_k: usize,
+        /// How many passages to print, 1..=50
+        #[arg(long, short = 'k', default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=50))]
+        top_k: u16,
         /// Print a JSON array of hits (doc, section, score, text)
         #[arg(long)]
         json: bool,
@@ -87,7 +89,8 @@ pub enum Command {
     /// Every figure is also reported per writer and per kind style of the cases, each split
     /// tuning / held out.
     ///
-    /// With --retrieval: retrieval only (hit@1, hit@3, misses per class), needs --index.
+    /// With --retrieval: retrieval and the coverage judgement only (hit@1, hit@3, misses per
+    /// class, each rule's decisions), on --index or the config's knowledge.index; no model.
     /// Otherwise: the whole pipeline with the config's model (JSON validity, cause-keyword
     /// hit rate, degraded rate, TTFT and latency distribution), needs --config.
     Eval(EvalArgs),
@@ -118,7 +121,13 @@ pub enum Command {
     /// --confirm and --reject count the probable causes as `tidewatch show` lists them; they read
     /// the diagnosis from state_dir, so run this on the board.
     Feedback(FeedbackArgs),
-    /// Validate a config file, and report the model and index it names
+    /// Validate a config file, and open the index and load the model it names
+    ///
+    /// Checks every key, then that state_dir can be written (creating it, as
+    /// the user this runs as), that the TLS files hold PEM, and opens the index
+    /// and the examples and loads the model (seconds on the board; --offline
+    /// skips all of it). Says `config FILE: ok` last, once every check passed;
+    /// a failure names its key and exits 78.
     CheckConfig {
         /// Config file (TOML)
         #[arg(long, short)]

@@ -87,7 +87,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 (None, Some(c)) => tidewatch::config::load(&c)?.knowledge.index,
                 (None, None) => anyhow::bail!("query needs --index FILE or --config FILE"),
             };
-            commands::index::query(&index, top_k, json, &text)?
+            commands::index::query(&index, top_k.into(), json, &text)?
         }
         Command::Eval(a) => commands::eval::run(a)?,
         Command::Bench(a) => commands::bench::run(a)?,

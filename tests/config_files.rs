@@ -56,6 +56,35 @@ fn a_missing_index_is_said_once_naming_its_key_and_exits_78() {
     }
 }
 
+// Check-config printed `config ...: ok` as its first line, then failed on
+// the index it names: an operator skimming the output read "ok".
+#[test]
+fn check_config_says_ok_only_after_every_check_passed() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state").display().to_string();
+    let model = common::test_model().display().to_string();
+    let cfg = write_config(dir.path(), &state, "/nonexistent.idx", &model);
+    let out = tidewatch(&["check-config"], &cfg, dir.path());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(78));
+    assert!(!text.contains(": ok"), "said ok before failing: {text}");
+
+    let cfg = write_config(
+        dir.path(),
+        &state,
+        &common::index().display().to_string(),
+        &model,
+    );
+    let out = tidewatch(&["check-config"], &cfg, dir.path());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert_eq!(
+        text.lines().last(),
+        Some(format!("config {}: ok", cfg.display()).as_str()),
+        "{text}"
+    );
+}
+
 // Check-config said ok for state_dir = "/proc/nope", then run
 // exited 1 there.
 #[test]

@@ -176,6 +176,110 @@ fn no_help_text_names_an_internal_issue() {
     fail_on("--help names an internal issue", found);
 }
 
+// `warm`'s line in the command list was its whole five-sentence
+// paragraph: its doc comment had no summary line of its own.
+#[test]
+fn each_command_in_the_list_is_summed_up_in_one_line() {
+    let bin = env!("CARGO_BIN_EXE_tidewatch");
+    let out = Command::new(bin).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let long = long_summaries(&help);
+    assert!(subcommands(&help).len() >= 10, "{help}");
+    assert!(
+        long.is_empty(),
+        "summaries of more than one sentence: {long:#?}"
+    );
+}
+
+/// The `Commands:` entries whose summary runs past one sentence.
+fn long_summaries(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| l.trim() != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter(|l| {
+            let summary = l.trim().split_once(' ').map_or("", |(_, s)| s.trim());
+            summary.contains(". ") || summary.ends_with('.') || summary.len() > 160
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_summary_of_several_sentences_is_found() {
+    let help =
+        "Commands:\n  warm   Do it. Then more\n  run    Run the daemon: MQTT in\n\nOptions:\n";
+    assert_eq!(long_summaries(help), vec!["  warm   Do it. Then more"]);
+}
+
+// The example config sent operators to README sections "How it answers",
+// "Finding the big cores" and "Chosen answers", which README does not have.
+#[test]
+fn every_section_a_config_or_unit_points_to_exists() {
+    let mut found = Vec::new();
+    for (file, text) in tracked_texts() {
+        let pointing = file.starts_with("deploy/") || file.starts_with("systemd/");
+        if pointing && !file.ends_with(".md") {
+            // A README.md may be the folder's own or the project's.
+            let dir = root().join(&file).parent().unwrap().to_owned();
+            found.extend(dangling_section_refs(&file, &text, &|doc| {
+                let both = [dir.join(doc), root().join(doc)];
+                let texts: Vec<String> = both
+                    .iter()
+                    .filter_map(|p| std::fs::read_to_string(p).ok())
+                    .collect();
+                (!texts.is_empty()).then(|| texts.join("\n"))
+            }));
+        }
+    }
+    fail_on("a pointer to a section that does not exist", found);
+}
+
+/// `README "Heading"`, `(docs/design.md, "Heading")`: a pointer into a
+/// document by a heading's words, kept only if a heading of that document
+/// starts with them.
+fn dangling_section_refs(
+    file: &str,
+    text: &str,
+    doc: &dyn Fn(&str) -> Option<String>,
+) -> Vec<Violation> {
+    let re = regex::Regex::new(r#"(README(?:\.md)?|docs/[A-Za-z_-]+\.md),? "([^"]+)""#).unwrap();
+    let mut found = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        for c in re.captures_iter(line) {
+            let name = if c[1].starts_with("README") {
+                "README.md"
+            } else {
+                &c[1]
+            };
+            let heading = c[2].trim();
+            let exists = doc(name).is_some_and(|d| {
+                d.lines()
+                    .filter(|l| l.starts_with('#'))
+                    .any(|l| l.trim_start_matches('#').trim().starts_with(heading))
+            });
+            if !exists {
+                found.push(Violation {
+                    file: file.into(),
+                    line: i + 1,
+                    what: format!("points to {name} \"{heading}\", which has no such heading"),
+                    fix: "name a heading the document has, or write the point here".into(),
+                });
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_pointer_to_a_missing_heading_is_found() {
+    let doc = |name: &str| (name == "README.md").then(|| "# t\n## Logs\n".to_string());
+    let text = "# see README \"Logs\"\n# see README, \"Finding the big cores\"\n";
+    let found = dangling_section_refs("deploy/x.toml", text, &doc);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].line, 2);
+}
+
 #[test]
 fn no_printed_string_names_an_internal_issue() {
     let mut found = Vec::new();

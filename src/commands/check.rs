@@ -10,7 +10,7 @@ use crate::retrieval::Index;
 
 fn check_config(cfg: &Config, offline: bool) -> Result<(), CommandError> {
     let mut out = std::io::stdout().lock();
-    writeln!(out, "config {}: ok", cfg.path.display())?;
+    writeln!(out, "config {}", cfg.path.display())?;
     let topics = Topics {
         prefix: cfg.mqtt.topic_prefix.clone(),
     };
@@ -36,7 +36,14 @@ fn check_config(cfg: &Config, offline: bool) -> Result<(), CommandError> {
         cfg.llm.passage_items,
         cfg.llm.slots
     )?;
+    let ok = |mut out: std::io::StdoutLock<'_>, also: &str| {
+        writeln!(out, "config {}: ok{also}", cfg.path.display())
+    };
     if offline {
+        ok(
+            out,
+            " (offline: the files, the index and the model were not opened)",
+        )?;
         return Ok(());
     }
     crate::config::check_files(cfg)?;
@@ -85,6 +92,8 @@ fn check_config(cfg: &Config, offline: bool) -> Result<(), CommandError> {
         crate::llm::LLAMA_CPP_SYS,
         i.llama_cpp
     )?;
+    // Said last, after every check: an operator skims for it.
+    ok(out, "")?;
     Ok(())
 }
 

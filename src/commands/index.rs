@@ -69,9 +69,6 @@ pub fn query(
     json: bool,
     text: &[String],
 ) -> Result<(), CommandError> {
-    if !(1..=50).contains(&top_k) {
-        return Err(CommandError::TopK(top_k));
-    }
     let idx = Index::open(index)?;
     let hits = idx.search(&Query::from_text(&text.join(" ")), top_k)?;
     let mut out = std::io::stdout().lock();

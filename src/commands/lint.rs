@@ -52,6 +52,9 @@ impl fmt::Display for Problem {
 pub fn lint_dir(dir: &Path) -> Result<Report, crate::retrieval::IndexError> {
     let mut files = Vec::new();
     crate::retrieval::knowledge::collect_manuals(dir, &mut files)?;
+    if files.is_empty() {
+        return Err(crate::retrieval::IndexError::NoManuals(dir.to_owned()));
+    }
     files.sort();
     let mut texts = Vec::with_capacity(files.len());
     for f in files {
@@ -378,6 +381,22 @@ mod tests {
 
     fn lines(problems: &[Problem]) -> Vec<String> {
         problems.iter().map(ToString::to_string).collect()
+    }
+
+    // `index check` passed a folder with no manuals (0 manuals, exit 0)
+    // that `index build` refused as "knowledge document DIR".
+    #[test]
+    fn a_folder_without_manuals_is_refused_naming_the_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("README.md"), "# not a manual\n").unwrap();
+        let e = lint_dir(dir.path()).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "knowledge folder {}: no manuals (*.md but README.md, outside dot-folders) found",
+                dir.path().display()
+            )
+        );
     }
 
     #[test]

@@ -67,8 +67,6 @@ pub enum CommandError {
         errors: usize,
         warnings: usize,
     },
-    #[error("--top-k must be 1..=50, got {0}")]
-    TopK(usize),
     #[error("cannot write output: {0}")]
     Output(#[from] std::io::Error),
     #[error("cannot start the async runtime: {0}")]

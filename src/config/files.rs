@@ -3,8 +3,10 @@
 //! error names the key, so a typo in a path reads as one
 //! (`config key knowledge.index: /srv/k.twx: no such file or directory`).
 //!
-//! Only opens and creates: whether an index or a model is well formed is
-//! for the loaders, which say so themselves.
+//! Only opens and creates, and reads the TLS files' PEM framing (the
+//! connection alone would read them, and fail only by retrying): whether an
+//! index or a model is well formed is for the loaders, which say so
+//! themselves.
 
 use std::path::Path;
 
@@ -21,10 +23,10 @@ pub fn check_files(cfg: &Config) -> Result<(), ConfigError> {
     };
     writable_dir(&cfg.state_dir).map_err(|p| bad("state_dir", &cfg.state_dir, p))?;
     if let Some(tls) = &cfg.mqtt.tls {
-        readable_file(&tls.ca).map_err(|p| bad("mqtt.tls.ca", &tls.ca, p))?;
+        pem_certificates(&tls.ca).map_err(|p| bad("mqtt.tls.ca", &tls.ca, p))?;
         if let Some((cert, key)) = &tls.client_auth {
-            readable_file(cert).map_err(|p| bad("mqtt.tls.cert", cert, p))?;
-            readable_file(key).map_err(|p| bad("mqtt.tls.key", key, p))?;
+            pem_certificates(cert).map_err(|p| bad("mqtt.tls.cert", cert, p))?;
+            pem_private_key(key).map_err(|p| bad("mqtt.tls.key", key, p))?;
         }
     }
     readable_file(&cfg.knowledge.index)
@@ -55,6 +57,34 @@ fn readable_file(p: &Path) -> Result<(), String> {
         return Err("is a directory, not a file".into());
     }
     Ok(())
+}
+
+/// A TLS file is read by the connection only, on each retry: a file that
+/// holds no PEM certificate would show as a broker that never answers.
+fn pem_certificates(p: &Path) -> Result<(), String> {
+    let bytes = read_file(p)?;
+    let mut found = 0;
+    for c in rustls_pemfile::certs(&mut bytes.as_slice()) {
+        c.map_err(|e| format!("is not PEM: {e}"))?;
+        found += 1;
+    }
+    if found == 0 {
+        return Err("holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into());
+    }
+    Ok(())
+}
+
+fn pem_private_key(p: &Path) -> Result<(), String> {
+    match rustls_pemfile::private_key(&mut read_file(p)?.as_slice()) {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err("holds no PEM private key (-----BEGIN PRIVATE KEY-----)".into()),
+        Err(e) => Err(format!("is not PEM: {e}")),
+    }
+}
+
+fn read_file(p: &Path) -> Result<Vec<u8>, String> {
+    readable_file(p)?;
+    std::fs::read(p).map_err(|e| io_problem(&e))
 }
 
 fn writable_dir(dir: &Path) -> Result<(), String> {
@@ -105,6 +135,40 @@ mod tests {
             "{e}"
         );
     }
+
+    // A CA file holding no certificate passed every check; the broker
+    // connection then failed on each retry, for ever.
+    #[test]
+    fn tls_files_that_hold_no_pem_are_named_by_their_key() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("k.twx"), b"x").unwrap();
+        std::fs::write(dir.path().join("m.gguf"), b"x").unwrap();
+        std::fs::write(dir.path().join("ca.crt"), b"garbage\n").unwrap();
+        let tls = "[mqtt]\nhost = \"b\"\n[mqtt.tls]\nca = \"ca.crt\"\n";
+        let e = check_files(&cfg_in(dir.path(), tls))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with(&format!(
+                "config key mqtt.tls.ca: {}: holds no PEM certificate",
+                dir.path().join("ca.crt").display()
+            )),
+            "{e}"
+        );
+        std::fs::write(dir.path().join("ca.crt"), CERT).unwrap();
+        check_files(&cfg_in(dir.path(), tls)).unwrap();
+        std::fs::write(dir.path().join("c.crt"), CERT).unwrap();
+        std::fs::write(dir.path().join("c.key"), CERT).unwrap();
+        let auth = format!("{tls}cert = \"c.crt\"\nkey = \"c.key\"\n");
+        let e = check_files(&cfg_in(dir.path(), &auth))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("config key mqtt.tls.key: "), "{e}");
+        assert!(e.contains("holds no PEM private key"), "{e}");
+    }
+
+    /// A self-signed certificate: only its PEM framing is read here.
+    const CERT: &str = "-----BEGIN CERTIFICATE-----\nMIIBfTCCASOgAwIBAgIUb2jLcRBi+9pBkcbHAaEKXiYhgNMwCgYIKoZIzj0EAwIw\nFDESMBAGA1UEAwwJdGlkZXdhdGNoMB4XDTI2MTIwNzIzNTQ1OFoXDTM2MTIwNDIz\nNTQ1OFowFDESMBAGA1UEAwwJdGlkZXdhdGNoMFkwEwYHKoZIzj0CAQYIKoZIzj0D\nAQcDQgAEm4D2U/HNj7pCmjHRYEWzNh6ADcSlQNrQDGXKkBDQYX6anEete8nTEQ0/\nvEDU6Sl6Ji97Kt+rsMtMWxEgh/mqZKNTMFEwHQYDVR0OBBYEFOzEFYMcApv6J2qN\nSNiEo+GboCuDMB8GA1UdIwQYMBaAFOzEFYMcApv6J2qNSNiEo+GboCuDMA8GA1Ud\nEwEB/wQFMAMBAf8wCgYIKoZIzj0EAwIDSAAwRQIgdSnk7+7i1Xb4ShNFtv2jd8jo\nYRCyVzJJn8MOdCFrMcoCIQCnT5OVK14KUzIfnrFkgm6ggodCnIyaRNEy90MlW4AM\nuw==\n-----END CERTIFICATE-----\n";
 
     #[test]
     fn a_model_that_is_a_directory_is_named_by_its_key() {

@@ -121,19 +121,42 @@ fn beside(dir: &Path, p: PathBuf) -> PathBuf {
     }
 }
 
-fn broker_connection(m: RawMqtt) -> Result<MqttConfig, Bad> {
-    if m.host.trim().is_empty() {
+/// The broker's host as the connection needs it: a name or an address
+/// alone. A port or a scheme written into it would only show at run time,
+/// as a name lookup retried for ever.
+fn broker_host(host: &str) -> Result<(), Bad> {
+    let bad = |why: &str| Err(("mqtt.host", format!("{why}, got {host:?}")));
+    if host.trim().is_empty() {
         return Err(("mqtt.host", "must not be empty".into()));
     }
+    if host.contains(char::is_whitespace) {
+        return bad("must not hold spaces");
+    }
+    if host.contains("://") {
+        return bad("must be a host name or address without a scheme (tls is [mqtt.tls])");
+    }
+    if host.contains(':') && host.parse::<std::net::Ipv6Addr>().is_err() {
+        return bad("must be a host name or address without a port (the port is mqtt.port)");
+    }
+    Ok(())
+}
+
+fn broker_connection(m: RawMqtt) -> Result<MqttConfig, Bad> {
+    broker_host(&m.host)?;
     if m.port == 0 {
         return Err(("mqtt.port", "must be 1..=65535, got 0".into()));
     }
     let prefix = m.topic_prefix.trim_end_matches('/').to_string();
-    if prefix.is_empty() || prefix.contains(['#', '+']) || prefix.starts_with('/') {
+    // A NUL is refused by the broker; a `$` topic is the broker's own and
+    // is not matched by a client's `#`; a prefix of spaces is a typo.
+    if prefix.trim().is_empty()
+        || prefix.contains(['#', '+', '\0'])
+        || prefix.starts_with(['/', '$'])
+    {
         return Err((
             "mqtt.topic_prefix",
             format!(
-                "must be a non-empty topic without wildcards or a leading '/', got {:?}",
+                "must be a non-empty topic without wildcards, NUL or a leading '/' or '$', got {:?}",
                 m.topic_prefix
             ),
         ));
@@ -592,6 +615,46 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("got \"opcua\""), "{e}");
+    }
+
+    // `host = "127.0.0.1:1883"`, `"mqtt://broker"` and `" broker "` passed
+    // check-config; the daemon then retried a name lookup for ever and never
+    // told systemd it was ready.
+    #[test]
+    fn a_broker_host_is_a_bare_name_or_address() {
+        let host = |h: &str| MINIMAL.replace("host = \"127.0.0.1\"", &format!("host = {h:?}"));
+        for (h, want) in [
+            ("127.0.0.1:1883", "mqtt.host must be a host name or address without a port (the port is mqtt.port), got \"127.0.0.1:1883\""),
+            ("mqtt://broker.local", "mqtt.host must be a host name or address without a scheme (tls is [mqtt.tls]), got \"mqtt://broker.local\""),
+            (" broker.local ", "mqtt.host must not hold spaces, got \" broker.local \""),
+        ] {
+            let e = parse(&host(h), p()).unwrap_err().to_string();
+            assert!(e.contains(want), "{h}: {e}");
+        }
+        for h in ["broker.local", "10.0.0.5", "::1", "mqtt-1"] {
+            assert_eq!(parse(&host(h), p()).unwrap().mqtt.host, h);
+        }
+    }
+
+    // A NUL, a prefix of spaces and `$SYS/...` passed; the broker refuses
+    // the first, and clients never see `$` topics under `#`.
+    #[test]
+    fn a_topic_prefix_is_one_the_broker_takes_and_clients_see() {
+        let prefix = |t: &str| {
+            let quoted = toml::Value::String(t.into()).to_string();
+            MINIMAL.replace(
+                "topic_prefix = \"tidewatch\"",
+                &format!("topic_prefix = {quoted}"),
+            )
+        };
+        for t in ["tw\u{0}x", "   ", "$SYS/tw", "tw/+", "#", "/tw", ""] {
+            let e = parse(&prefix(t), p()).unwrap_err().to_string();
+            assert!(e.contains("mqtt.topic_prefix must be"), "{t:?}: {e}");
+            assert!(e.contains(&format!("got {t:?}")), "{t:?}: {e}");
+        }
+        for t in ["ship", "fleet/rv-1", "船/1", "ship/"] {
+            assert!(parse(&prefix(t), p()).is_ok(), "{t:?}");
+        }
     }
 
     #[test]

@@ -277,6 +277,8 @@ pub fn connect_hint(error: &str) -> Option<&'static str> {
         Some("check [mqtt.tls] ca, cert and key against the broker's certificates")
     } else if error.contains("Connection refused") || error.contains("os error 111") {
         Some("check [mqtt] host and port, and that the broker is running")
+    } else if error.contains("failed to lookup address") {
+        Some("check [mqtt] host: the name does not resolve here (on a vessel without DNS, an address or a name in /etc/hosts)")
     } else {
         None
     }
@@ -593,6 +595,14 @@ mod tests {
         let no_cert = "TLS error: received fatal alert: CertificateRequired";
         assert!(connect_hint(no_cert).unwrap().contains("[mqtt.tls]"));
         assert_eq!(connect_hint("Timeout"), None);
+        // A host name that does not resolve had no hint: the log said only
+        // the resolver's words, for ever, and systemd never heard ready.
+        for dns in [
+            "I/O: failed to lookup address information: Name or service not known",
+            "I/O: failed to lookup address information: Temporary failure in name resolution",
+        ] {
+            assert!(connect_hint(dns).unwrap().contains("[mqtt] host"), "{dns}");
+        }
     }
 
     #[test]

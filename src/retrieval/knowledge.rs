@@ -108,10 +108,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Document>, IndexError> {
         }
     }
     if docs.is_empty() {
-        return Err(IndexError::Document {
-            path: dir.to_owned(),
-            problem: "no knowledge documents (*.md) found".into(),
-        });
+        return Err(IndexError::NoManuals(dir.to_owned()));
     }
     Ok(docs)
 }

@@ -37,6 +37,8 @@ pub enum IndexError {
     },
     #[error("knowledge document {path}: {problem}")]
     Document { path: PathBuf, problem: String },
+    #[error("knowledge folder {0}: no manuals (*.md but README.md, outside dot-folders) found")]
+    NoManuals(PathBuf),
     #[error("cannot build index: {0}")]
     Build(String),
     #[error("index is corrupt: {0}")]
