@@ -96,7 +96,7 @@ impl Case {
 pub fn load(path: &Path) -> Result<Vec<Case>, CasesError> {
     let text = std::fs::read_to_string(path).map_err(|e| CasesError::Read {
         path: path.display().to_string(),
-        reason: e.to_string(),
+        reason: crate::config::io_problem(&e),
     })?;
     parse(&text, path)
 }

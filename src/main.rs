@@ -44,6 +44,13 @@ fn error_text(e: &anyhow::Error) -> String {
             text.push_str(&c);
         }
     }
+    // An I/O cause is said as the file checks say theirs: lowercase,
+    // without the "(os error N)" the path already makes redundant.
+    for cause in e.chain() {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            text = text.replace(&io.to_string(), &tidewatch::config::io_problem(io));
+        }
+    }
     text
 }
 

@@ -219,6 +219,31 @@ fn a_bad_examples_file_stops_the_start_only_when_configured() {
 // An error whose message already carries its cause, as most of tidewatch's
 // do (`{path}: {source}`), and whose cause is also its `source()`: main
 // prints each cause of the chain once, so the io error is not said twice.
+// `config key knowledge.examples: example alarms /x: No such file or
+// directory (os error 2)`, where every other file key says it lowercase.
+#[test]
+fn missing_examples_are_said_as_every_missing_file_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(
+        dir.path(),
+        &dir.path().join("state").display().to_string(),
+        &common::index().display().to_string(),
+        &common::test_model().display().to_string(),
+    );
+    let conf = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("[llm]", "examples = \"none.jsonl\"\n[llm]");
+    std::fs::write(&cfg, conf).unwrap();
+    let out = tidewatch(&["check-config"], &cfg, dir.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{err}");
+    let want = format!(
+        "config key knowledge.examples: example alarms {}: no such file or directory\n",
+        dir.path().join("none.jsonl").display()
+    );
+    assert!(err.ends_with(&want), "{err}");
+}
+
 #[test]
 fn an_unreadable_config_file_is_said_once_with_its_cause_and_exits_78() {
     let dir = tempfile::tempdir().unwrap();
@@ -227,9 +252,10 @@ fn an_unreadable_config_file_is_said_once_with_its_cause_and_exits_78() {
         let out = tidewatch(cmd, &cfg, dir.path());
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(78), "{cmd:?}: {err}");
+        // Said as every other file error is: lowercase, without "(os error 2)".
         assert!(
             err.contains(&format!(
-                "cannot read config file {}: No such file or directory",
+                "cannot read config file {}: no such file or directory\n",
                 cfg.display()
             )),
             "{cmd:?}: {err}"
