@@ -17,6 +17,17 @@ fn tidewatch(args: &[&str], config: &Path, cwd: &Path) -> Output {
         .unwrap()
 }
 
+/// A config every check passes: a state_dir in `dir`, the test index and
+/// the test model.
+fn good_config(dir: &Path) -> std::path::PathBuf {
+    write_config(
+        dir,
+        &dir.join("state").display().to_string(),
+        &common::index().display().to_string(),
+        &common::test_model().display().to_string(),
+    )
+}
+
 fn write_config(dir: &Path, state: &str, index: &str, model: &str) -> std::path::PathBuf {
     let p = dir.join("tidewatch.toml");
     std::fs::write(
@@ -69,12 +80,7 @@ fn check_config_says_ok_only_after_every_check_passed() {
     assert_eq!(out.status.code(), Some(78));
     assert!(!text.contains(": ok"), "said ok before failing: {text}");
 
-    let cfg = write_config(
-        dir.path(),
-        &state,
-        &common::index().display().to_string(),
-        &model,
-    );
+    let cfg = good_config(dir.path());
     let out = tidewatch(&["check-config"], &cfg, dir.path());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
@@ -141,12 +147,7 @@ fn relative_paths_are_read_from_the_config_files_folder_whatever_the_working_dir
 #[test]
 fn a_plant_code_mapped_to_no_manuals_code_fails_with_78_naming_it() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = write_config(
-        dir.path(),
-        &dir.path().join("state").display().to_string(),
-        &common::index().display().to_string(),
-        &common::test_model().display().to_string(),
-    );
+    let cfg = good_config(dir.path());
     let mut text = std::fs::read_to_string(&cfg).unwrap();
     text.push_str("[knowledge.plant_codes]\n\"AMS-77\" = \"ME-LO-PRES-XX\"\n");
     std::fs::write(&cfg, text).unwrap();
@@ -216,20 +217,12 @@ fn a_bad_examples_file_stops_the_start_only_when_configured() {
     }
 }
 
-// An error whose message already carries its cause, as most of tidewatch's
-// do (`{path}: {source}`), and whose cause is also its `source()`: main
-// prints each cause of the chain once, so the io error is not said twice.
 // `config key knowledge.examples: example alarms /x: No such file or
 // directory (os error 2)`, where every other file key says it lowercase.
 #[test]
 fn missing_examples_are_said_as_every_missing_file_is() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = write_config(
-        dir.path(),
-        &dir.path().join("state").display().to_string(),
-        &common::index().display().to_string(),
-        &common::test_model().display().to_string(),
-    );
+    let cfg = good_config(dir.path());
     let conf = std::fs::read_to_string(&cfg)
         .unwrap()
         .replace("[llm]", "examples = \"none.jsonl\"\n[llm]");
@@ -244,6 +237,9 @@ fn missing_examples_are_said_as_every_missing_file_is() {
     assert!(err.ends_with(&want), "{err}");
 }
 
+// An error whose message already carries its cause, as most of tidewatch's
+// do (`{path}: {source}`), and whose cause is also its `source()`: main
+// prints each cause of the chain once, so the io error is not said twice.
 #[test]
 fn an_unreadable_config_file_is_said_once_with_its_cause_and_exits_78() {
     let dir = tempfile::tempdir().unwrap();
